@@ -1,0 +1,1 @@
+"""rookworld: GRPO fine-tuning of RookWorld chess language models with verifiable rewards."""
