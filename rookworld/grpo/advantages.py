@@ -1,0 +1,73 @@
+"""Group-relative advantages: each completion is judged against the other completions of its prompt.
+
+    A_i = (r_i - mean(r_group)) / (std + eps)      scale_rewards = "group"   (GRPO paper)
+    A_i = (r_i - mean(r_group)) / (std_batch + eps) scale_rewards = "batch"  (centred per group)
+    A_i =  r_i - mean(r_group)                     scale_rewards = "none"    (Dr. GRPO)
+
+A group whose rewards are all equal has zero advantage for every member and carries no signal;
+its share of the batch is reported as `frac_reward_zero_std`.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SCALE_REWARDS = ("group", "batch", "none")
+
+
+@dataclass
+class Advantages:
+    values: torch.Tensor          # [P*G] one advantage per completion
+    zero_std_groups: torch.Tensor  # [P] bool: groups whose rewards do not vary
+
+    @property
+    def frac_zero_std(self) -> float:
+        return self.zero_std_groups.float().mean().item()
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
+                     eps: float = 1e-4) -> Advantages:
+    """rewards: [P*G], the G completions of each prompt contiguous."""
+    if scale_rewards not in SCALE_REWARDS:
+        raise ValueError(f"scale_rewards={scale_rewards!r}: expected one of {SCALE_REWARDS}")
+    grouped = rewards.view(-1, group_size)
+    centred = grouped - grouped.mean(dim=1, keepdim=True)
+    group_std = grouped.std(dim=1, unbiased=False, keepdim=True)
+    zero_std = group_std.squeeze(1) < 1e-6
+    if scale_rewards == "group":
+        centred = centred / (group_std + eps)
+    elif scale_rewards == "batch":
+        centred = centred / (rewards.std(unbiased=False) + eps)
+    return Advantages(values=centred.reshape(-1), zero_std_groups=zero_std)
+
+
+class EMARewardNormalizer:
+    """Optional reward normalisation by exponential moving averages of batch mean and std (seed 001).
+
+    Applied to raw rewards before the group advantages; with scale_rewards=group it only matters
+    for "none"/"batch" scaling, so it is off by default.
+    """
+
+    def __init__(self, momentum: float, eps: float = 1e-8):
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"reward_norm.momentum={momentum}: expected 0 <= momentum < 1")
+        self.momentum, self.eps = momentum, eps
+        self.mean: float | None = None
+        self.std: float | None = None
+
+    def __call__(self, rewards: torch.Tensor) -> torch.Tensor:
+        batch_mean, batch_std = rewards.mean().item(), rewards.std(unbiased=False).item()
+        if self.mean is None:
+            self.mean, self.std = batch_mean, batch_std
+        else:
+            m = self.momentum
+            self.mean = m * self.mean + (1 - m) * batch_mean
+            self.std = m * self.std + (1 - m) * batch_std
+        return (rewards - self.mean) / (self.std + self.eps)
+
+    def state_dict(self) -> dict:
+        return {"mean": self.mean, "std": self.std}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.mean, self.std = state["mean"], state["std"]

@@ -1,0 +1,72 @@
+"""KL to the reference model: per-token estimators and the coefficient controllers.
+
+With r = log pi_theta(t) - log pi_ref(t) on a token t sampled from the policy:
+    k1 = r                      unbiased, high variance, can be negative per token
+    k2 = r^2 / 2                biased value, unbiased gradient when used as a loss
+    k3 = exp(-r) - 1 + r        unbiased, low variance, >= 0 (biased gradient as a loss)
+The log-ratio is clamped to [-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP] (as verl does) so one rare token
+cannot produce an infinite penalty.
+
+"KL" in logs and guards always means: the k3 estimate averaged over all completion tokens of the
+batch (per-token mean), measured between the policy that sampled the batch and the reference.
+It is exactly 0 before the first update when both models run in the same precision.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+ESTIMATORS = ("k1", "k2", "k3")
+LOG_RATIO_CLAMP = 20.0
+
+
+def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
+    r = (logp - ref_logp).clamp(-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)
+    if estimator == "k1":
+        return r
+    if estimator == "k2":
+        return 0.5 * r * r
+    if estimator == "k3":
+        return torch.expm1(-r) + r
+    raise ValueError(f"kl.estimator={estimator!r}: expected one of {ESTIMATORS}")
+
+
+class KLController:
+    """Coefficient beta of the KL penalty for each step.
+
+    kind "none": beta = 0 and no reference model is loaded.
+    kind "fixed": beta = coef.
+    kind "adaptive": beta starts at coef and follows the proportional controller of
+      Ziegler et al. (2019), once per step: beta *= 1 + clip(KL/target - 1, -0.2, 0.2) / horizon,
+      horizon counted in GRPO steps.
+    During the first warmup_steps steps the coefficient is multiplied by warmup_factor (seed 001's
+    KL warm-up); the adaptive controller keeps updating underneath.
+    """
+
+    def __init__(self, kind: str, coef: float, warmup_steps: int, warmup_factor: float,
+                 target: float | None = None, horizon: int | None = None):
+        self.kind, self.base_coef = kind, coef
+        self.warmup_steps, self.warmup_factor = warmup_steps, warmup_factor
+        self.target, self.horizon = target, horizon
+        self.coef = 0.0 if kind == "none" else coef
+
+    @property
+    def enabled(self) -> bool:
+        return self.kind != "none"
+
+    def beta(self, step: int) -> float:
+        factor = self.warmup_factor if step < self.warmup_steps else 1.0
+        return self.coef * factor
+
+    def update(self, observed_kl: float) -> None:
+        if self.kind != "adaptive" or not math.isfinite(observed_kl):
+            return
+        error = min(max(observed_kl / self.target - 1.0, -0.2), 0.2)
+        self.coef *= 1.0 + error / self.horizon
+
+    def state_dict(self) -> dict:
+        return {"coef": self.coef}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.coef = state["coef"]

@@ -1,0 +1,32 @@
+"""Optimizer construction and the learning-rate schedule (linear warm-up, cosine to a floor)."""
+from __future__ import annotations
+
+import math
+
+import torch
+from omegaconf import DictConfig
+
+
+def build_optimizer(params, cfg: DictConfig) -> torch.optim.Optimizer:
+    if cfg.name == "adamw":
+        return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
+                                 weight_decay=cfg.weight_decay)
+    if cfg.name == "sgd":
+        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
+                               weight_decay=cfg.weight_decay)
+    raise ValueError(f"optimizer.name={cfg.name!r}: expected adamw or sgd")
+
+
+def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
+    """Learning rate for the update of step `step` (0-based)."""
+    if step < warmup_steps:
+        return peak_lr * (step + 1) / warmup_steps
+    decay_steps = max(total_steps - warmup_steps, 1)
+    progress = min((step - warmup_steps) / decay_steps, 1.0)
+    floor = peak_lr * min_lr_ratio
+    return floor + 0.5 * (peak_lr - floor) * (1.0 + math.cos(math.pi * progress))
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

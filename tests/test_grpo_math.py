@@ -1,0 +1,156 @@
+"""GRPO math against a slow reference written straight from the formulas."""
+import math
+
+import pytest
+import torch
+
+from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
+from rookworld.grpo.kl import KLController, kl_per_token
+from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
+
+EPS_LOW, EPS_HIGH, L_MAX = 0.2, 0.28, 7
+
+
+def slow_kl(logp: float, ref: float, estimator: str) -> float:
+    r = logp - ref
+    return {"k1": r, "k2": 0.5 * r * r, "k3": math.exp(-r) - 1 + r}[estimator]
+
+
+def slow_loss(logp, old, ref, adv, mask, loss_type, beta, estimator):
+    """Python-scalar loss over nested lists; logp entries are 0-d tensors so autograd works."""
+    per_seq, all_tokens, count = [], [], 0
+    for i in range(len(logp)):
+        tokens = []
+        for t in range(len(logp[i])):
+            if not mask[i][t]:
+                continue
+            ratio = torch.exp(logp[i][t] - old[i][t])
+            clipped = torch.clamp(ratio, 1 - EPS_LOW, 1 + EPS_HIGH)
+            term = -torch.min(ratio * adv[i], clipped * adv[i])
+            r = logp[i][t] - ref[i][t]
+            kl = {"k1": r, "k2": 0.5 * r * r, "k3": torch.exp(-r) - 1 + r}[estimator]
+            tokens.append(term + beta * kl)
+        per_seq.append(sum(tokens) / max(len(tokens), 1))
+        all_tokens += tokens
+        count += len(tokens)
+    if loss_type == "grpo":
+        return sum(per_seq) / len(logp)
+    if loss_type == "dr_grpo":
+        return sum(all_tokens) / (len(logp) * L_MAX)
+    return sum(all_tokens) / count
+
+
+def random_batch(seed=0, rows=4, tokens=6):
+    g = torch.Generator().manual_seed(seed)
+    logp = -torch.rand(rows, tokens, generator=g) * 3
+    old = logp + 0.3 * torch.randn(rows, tokens, generator=g)
+    ref = logp + 0.5 * torch.randn(rows, tokens, generator=g)
+    adv = torch.randn(rows, generator=g)
+    mask = torch.ones(rows, tokens)
+    mask[0, 4:] = 0
+    mask[2, 1:] = 0
+    return logp, old, ref, adv, mask
+
+
+@pytest.mark.parametrize("loss_type", ["grpo", "dr_grpo", "token_mean"])
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_loss_and_gradient_match_slow_reference(loss_type, estimator):
+    logp, old, ref, adv, mask = random_batch()
+    beta = 0.1
+    fast_logp = logp.clone().requires_grad_(True)
+    per_token, _ = clipped_surrogate(fast_logp, old, adv, EPS_LOW, EPS_HIGH)
+    per_token = per_token + beta * kl_per_token(fast_logp, ref, estimator)
+    fast = LossNormalizer.for_batch(loss_type, mask, L_MAX).aggregate(per_token, mask)
+    fast.backward()
+
+    slow_logp = logp.clone().requires_grad_(True)
+    cells = [[slow_logp[i, t] for t in range(logp.shape[1])] for i in range(logp.shape[0])]
+    slow = slow_loss(cells, old.tolist(), ref.tolist(), adv.tolist(), mask.tolist(), loss_type, beta, estimator)
+    slow.backward()
+    assert fast.item() == pytest.approx(slow.item(), rel=1e-5, abs=1e-6)
+    torch.testing.assert_close(fast_logp.grad, slow_logp.grad, rtol=1e-5, atol=1e-6)
+
+
+def test_minibatch_losses_add_up_to_the_batch_loss_for_token_mean():
+    logp, old, _, adv, mask = random_batch(seed=3)
+    per_token, _ = clipped_surrogate(logp, old, adv, EPS_LOW, EPS_HIGH)
+    whole = LossNormalizer.for_batch("token_mean", mask, L_MAX)
+    parts = whole.aggregate(per_token[:2], mask[:2]) + whole.aggregate(per_token[2:], mask[2:])
+    assert parts.item() == pytest.approx(whole.aggregate(per_token, mask).item(), rel=1e-6)
+
+
+def test_ratio_is_one_and_nothing_clipped_when_policy_equals_old():
+    logp, _, _, adv, mask = random_batch()
+    per_token, ratio = clipped_surrogate(logp, logp.clone(), adv, EPS_LOW, EPS_HIGH)
+    assert torch.equal(ratio, torch.ones_like(ratio))
+    assert clip_stats(ratio, adv, mask, EPS_LOW, EPS_HIGH).region.item() == 0.0
+    torch.testing.assert_close(per_token, -adv.unsqueeze(1).expand_as(per_token))
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_kl_is_exactly_zero_for_identical_log_probs(estimator):
+    logp = -torch.rand(3, 5)
+    assert torch.count_nonzero(kl_per_token(logp, logp.clone(), estimator)) == 0
+
+
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3"])
+def test_kl_estimators_match_their_formulas(estimator):
+    logp, _, ref, _, _ = random_batch(seed=5)
+    fast = kl_per_token(logp, ref, estimator)
+    for i in range(logp.shape[0]):
+        for t in range(logp.shape[1]):
+            assert fast[i, t].item() == pytest.approx(slow_kl(logp[i, t].item(), ref[i, t].item(), estimator),
+                                                      rel=1e-5, abs=1e-6)
+
+
+def test_k3_is_non_negative_and_clamped():
+    r = torch.linspace(-50, 50, 101)
+    k3 = kl_per_token(r, torch.zeros_like(r), "k3")
+    assert (k3 >= 0).all() and torch.isfinite(k3).all()
+
+
+def test_clip_fractions_by_sign():
+    ratio = torch.tensor([[0.5, 1.0, 1.5]])
+    mask = torch.ones(1, 3)
+    neg = clip_stats(ratio, torch.tensor([-1.0]), mask, EPS_LOW, EPS_HIGH)
+    pos = clip_stats(ratio, torch.tensor([1.0]), mask, EPS_LOW, EPS_HIGH)
+    assert neg.low.item() == pytest.approx(1 / 3) and neg.high.item() == 0
+    assert pos.high.item() == pytest.approx(1 / 3) and pos.low.item() == 0
+
+
+def test_zero_variance_group_gets_zero_advantage_and_is_counted():
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.5])
+    for scale in ("group", "batch", "none"):
+        adv = group_advantages(rewards, group_size=3, scale_rewards=scale)
+        assert torch.count_nonzero(adv.values[:3]) == 0
+        assert adv.zero_std_groups.tolist() == [True, False]
+        assert adv.frac_zero_std == 0.5
+
+
+def test_group_advantages_formulas():
+    rewards = torch.tensor([0.0, 1.0, 2.0, 4.0])
+    group = group_advantages(rewards, 2, "group").values
+    torch.testing.assert_close(group, torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-3, rtol=0)
+    none = group_advantages(rewards, 2, "none").values
+    torch.testing.assert_close(none, torch.tensor([-0.5, 0.5, -1.0, 1.0]))
+    batch = group_advantages(rewards, 2, "batch").values
+    torch.testing.assert_close(batch, none / (rewards.std(unbiased=False) + 1e-4))
+
+
+def test_kl_controller_warmup_and_adaptation():
+    fixed = KLController("fixed", 0.1, warmup_steps=2, warmup_factor=0.0)
+    assert [fixed.beta(s) for s in range(3)] == [0.0, 0.0, 0.1]
+    adaptive = KLController("adaptive", 0.1, 0, 1.0, target=0.1, horizon=10)
+    adaptive.update(1.0)             # far above target: error clipped at +0.2
+    assert adaptive.beta(0) == pytest.approx(0.1 * 1.02)
+    adaptive.update(0.0)             # below target: error clipped at -0.2
+    assert adaptive.beta(0) == pytest.approx(0.1 * 1.02 * 0.98)
+    assert KLController("none", 0.5, 0, 1.0).beta(0) == 0.0
+
+
+def test_ema_reward_normalizer():
+    norm = EMARewardNormalizer(momentum=0.5)
+    out = norm(torch.tensor([0.0, 2.0]))
+    torch.testing.assert_close(out, torch.tensor([-1.0, 1.0]))
+    norm(torch.tensor([2.0, 2.0]))
+    assert norm.mean == pytest.approx(1.5) and norm.std == pytest.approx(0.5)
