@@ -1,0 +1,185 @@
+"""GPT-2 in plain PyTorch, numerically equal to Hugging Face's `GPT2LMHeadModel`.
+
+Learned absolute positions, pre-LayerNorm blocks, tanh-approximated GELU, output projection tied to
+the token embedding, attention through `scaled_dot_product_attention`. There is no dropout at all
+(RookWorld-LM never trained with it, whatever its exported config says).
+
+Left-padded batches: pass `attention_mask` [B, S] (True = real token; it covers the cached tokens
+plus the new ones) and per-row `position_ids`. Parameter names follow GPT-2 (`wte`, `h.0.attn.c_attn`,
+...) but linear weights use `nn.Linear`'s [out, in] layout; rookworld.model.hub converts to and from
+the Conv1D [in, out] layout of the hub files.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch import Tensor
+
+
+@dataclass(frozen=True)
+class GPTConfig:
+    vocab_size: int
+    n_positions: int
+    n_embd: int
+    n_layer: int
+    n_head: int
+    layer_norm_epsilon: float = 1e-5
+
+    def __post_init__(self) -> None:
+        if self.n_embd % self.n_head:
+            raise ValueError(f"n_embd {self.n_embd} is not divisible by n_head {self.n_head}")
+
+    @property
+    def head_dim(self) -> int:
+        return self.n_embd // self.n_head
+
+
+class KVCache:
+    """Preallocated keys and values of every layer: `data` [n_layer, 2, B, n_head, max_len, head_dim].
+
+    All rows share one write position, `length` (left padding keeps the rows aligned). A forward pass
+    with T new tokens writes their keys and values at [length, length + T) in every layer, then
+    advances `length` by T. Fixed buffers and an explicit position are what a CUDA-graph decode step
+    needs; this plain version slices up to `length` each step.
+    """
+
+    def __init__(self, n_layer: int, batch_size: int, n_head: int, head_dim: int, max_len: int, *,
+                 device: torch.device | str | None = None, dtype: torch.dtype = torch.float32):
+        self.data = torch.zeros(n_layer, 2, batch_size, n_head, max_len, head_dim, device=device, dtype=dtype)
+        self.length = 0
+
+    @classmethod
+    def for_model(cls, model: GPT, batch_size: int, max_len: int) -> KVCache:
+        config, weight = model.config, model.wte.weight
+        return cls(config.n_layer, batch_size, config.n_head, config.head_dim, max_len,
+                   device=weight.device, dtype=weight.dtype)
+
+    @property
+    def max_len(self) -> int:
+        return self.data.shape[4]
+
+    def write(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Store the new keys/values [B, H, T, D] of `layer`; return all keys/values so far."""
+        end = self.length + k.shape[2]
+        if end > self.max_len:
+            raise ValueError(f"KV cache overflow: {end} positions, capacity {self.max_len}")
+        self.data[layer, 0, :, :, self.length:end] = k
+        self.data[layer, 1, :, :, self.length:end] = v
+        return self.data[layer, 0, :, :, :end], self.data[layer, 1, :, :, :end]
+
+    def advance(self, n_tokens: int) -> None:
+        self.length += n_tokens
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.n_head = config.n_head
+        self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
+        self.c_proj = nn.Linear(config.n_embd, config.n_embd)
+
+    def forward(self, x: Tensor, mask: Tensor | None, kv_cache: KVCache | None, layer: int) -> Tensor:
+        B, T, C = x.shape
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
+                   for t in self.c_attn(x).split(C, dim=2))
+        if kv_cache is not None:
+            k, v = kv_cache.write(layer, k, v)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
+        return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+
+class MLP(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.c_fc = nn.Linear(config.n_embd, 4 * config.n_embd)
+        self.c_proj = nn.Linear(4 * config.n_embd, config.n_embd)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+
+
+class Block(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.attn = CausalSelfAttention(config)
+        self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.mlp = MLP(config)
+
+    def forward(self, x: Tensor, mask: Tensor | None, kv_cache: KVCache | None, layer: int) -> Tensor:
+        x = x + self.attn(self.ln_1(x), mask, kv_cache, layer)
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.config = config
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.wpe = nn.Embedding(config.n_positions, config.n_embd)
+        self.h = nn.ModuleList(Block(config) for _ in range(config.n_layer))
+        self.ln_f = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
+        self.init_weights()
+
+    def init_weights(self, generator: torch.Generator | None = None) -> None:
+        """GPT-2 init: weights N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases 0."""
+        residual_std = 0.02 / (2 * self.config.n_layer) ** 0.5
+        for name, param in self.named_parameters():
+            if param.dim() == 2:
+                std = residual_std if name.endswith("c_proj.weight") else 0.02
+                nn.init.normal_(param, 0.0, std, generator=generator)
+            elif name.endswith("weight"):  # LayerNorm gains
+                nn.init.ones_(param)
+            else:
+                nn.init.zeros_(param)
+
+    def hidden(self, input_ids: Tensor, position_ids: Tensor | None = None,
+               attention_mask: Tensor | None = None, kv_cache: KVCache | None = None) -> Tensor:
+        """Final-LayerNorm hidden states [B, T, C] for `input_ids` [B, T]."""
+        T = input_ids.shape[1]
+        past = kv_cache.length if kv_cache is not None else 0
+        if attention_mask is not None and attention_mask.shape[1] != past + T:
+            raise ValueError(f"attention_mask covers {attention_mask.shape[1]} positions, expected {past + T}")
+        if position_ids is None:
+            position_ids = default_positions(attention_mask, past, T, input_ids.device)
+        mask = attention_mask_4d(attention_mask, past, T, input_ids.device)
+        x = self.wte(input_ids) + self.wpe(position_ids)
+        for layer, block in enumerate(self.h):
+            x = block(x, mask, kv_cache, layer)
+        if kv_cache is not None:
+            kv_cache.advance(T)
+        return self.ln_f(x)
+
+    def unembed(self, hidden: Tensor) -> Tensor:
+        """Logits from hidden states: the output projection is the token embedding (tied)."""
+        return F.linear(hidden, self.wte.weight)
+
+    def forward(self, input_ids: Tensor, position_ids: Tensor | None = None,
+                attention_mask: Tensor | None = None, kv_cache: KVCache | None = None) -> Tensor:
+        """Logits [B, T, V]."""
+        return self.unembed(self.hidden(input_ids, position_ids, attention_mask, kv_cache))
+
+
+def default_positions(attention_mask: Tensor | None, past: int, T: int, device: torch.device) -> Tensor:
+    """Positions count real tokens only (cumsum(mask) - 1), so left padding does not shift them."""
+    if attention_mask is None:
+        return torch.arange(past, past + T, device=device)[None]
+    return (attention_mask.long().cumsum(-1) - 1).clamp(min=0)[:, past:]
+
+
+def attention_mask_4d(attention_mask: Tensor | None, past: int, T: int, device: torch.device) -> Tensor | None:
+    """Boolean [B|1, 1, T, past+T] mask: causal, and real keys only. None means plain causal."""
+    if attention_mask is None and past == 0:
+        return None
+    key = torch.arange(past + T, device=device)
+    query = torch.arange(past, past + T, device=device)[:, None]
+    mask = (key <= query)[None]  # [1, T, S]
+    if attention_mask is not None:
+        # A padding query would see no key at all (softmax of nothing = NaN); let it see itself.
+        # Its output is garbage that no real token attends to.
+        mask = mask & (attention_mask[:, None, :] | (key == query)[None])
+    return mask[:, None]

@@ -1,0 +1,47 @@
+"""Per-token log-probs (and entropies) of given sequences from one fresh forward pass.
+
+The output projection and log_softmax run in chunks over time, so float32 logits for the whole
+[B, T, V] never exist at once. With gradients on, each chunk is checkpointed: backward recomputes
+its logits instead of keeping every chunk's [B, chunk, V] log-softmax alive.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+from torch.utils.checkpoint import checkpoint
+
+from rookworld.model.gpt2 import GPT
+
+
+def token_logprobs(model: GPT, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None,
+                   start: int, temperature: float = 1.0, chunk_size: int = 32,
+                   with_entropy: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+    """log p(input_ids[:, t] | input_ids[:, :t]) for t >= start, float32 [B, T - start].
+
+    Logits are divided by `temperature`. With `with_entropy`, also returns the entropy [B, T - start]
+    of each predicted distribution. Values at padding positions are finite garbage: mask them.
+    """
+    if not 1 <= start < input_ids.shape[1]:
+        raise ValueError(f"start must be in [1, {input_ids.shape[1]}), got {start}")
+    hidden = model.hidden(input_ids, position_ids, attention_mask)[:, start - 1:-1]
+    targets = input_ids[:, start:]
+    use_checkpoint = torch.is_grad_enabled() and hidden.requires_grad
+    logps, entropies = [], []
+    for begin in range(0, targets.shape[1], chunk_size):
+        args = (hidden[:, begin:begin + chunk_size], targets[:, begin:begin + chunk_size],
+                model.wte.weight, temperature, with_entropy)
+        logp, entropy = checkpoint(chunk_logprobs, *args, use_reentrant=False) if use_checkpoint \
+            else chunk_logprobs(*args)
+        logps.append(logp)
+        entropies.append(entropy)
+    logp = torch.cat(logps, dim=1)
+    return (logp, torch.cat(entropies, dim=1)) if with_entropy else logp
+
+
+def chunk_logprobs(hidden: Tensor, targets: Tensor, weight: Tensor, temperature: float,
+                   with_entropy: bool) -> tuple[Tensor, Tensor | None]:
+    logprobs = (torch.nn.functional.linear(hidden, weight).float() / temperature).log_softmax(-1)
+    token_logp = logprobs.gather(-1, targets[..., None])[..., 0]
+    entropy = -(logprobs.exp() * logprobs).sum(-1) if with_entropy else None
+    return token_logp, entropy

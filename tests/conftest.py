@@ -1,0 +1,26 @@
+"""Shared fixtures: the tiny model (created, saved and loaded through the real loading path)."""
+
+from pathlib import Path
+
+import pytest
+
+from rookworld.model.gpt2 import GPT
+from rookworld.model.hub import create_tiny, load_pretrained
+from rookworld.model.tokenizer import ChessTokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer() -> ChessTokenizer:
+    return ChessTokenizer.tiny()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random GPT-2 (seed 0) saved in the hub format; treat the folder as read-only."""
+    return create_tiny(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture
+def tiny_model(tiny_model_dir: Path) -> tuple[GPT, ChessTokenizer]:
+    """A fresh float32 CPU copy of the tiny model per test (tests may train or modify it)."""
+    return load_pretrained(str(tiny_model_dir))
