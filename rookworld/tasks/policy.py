@@ -1,0 +1,112 @@
+"""P: task (policy / analysis): prompt, ground truth, perfect completion, parser.
+
+Document: "P: " + FEN.ljust(90) + "M: " + moves.ljust(30) + "E: " + evals.ljust(40) + "B: " + best
+(shared/spec/tasks.md). The prompt is "P: " + FEN; the completion is the rest of the document,
+starting with the padding spaces, without the trailing newline (the loop appends the stop token).
+"""
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from rookworld.tasks.problem import Problem
+
+FEN_WIDTH = 90
+MOVES_WIDTH = 30
+EVALS_WIDTH = 40
+MAX_CANDIDATES = 5
+
+
+@dataclass(frozen=True)
+class Candidate:
+    move: str    # UCI
+    eval: float  # pawns, side-to-move point of view
+
+
+@dataclass(frozen=True)
+class PolicyTruth:
+    """Engine analysis of one position: candidates ranked best first for the side to move."""
+    fen: str
+    candidates: tuple[Candidate, ...]
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "candidates", tuple(self.candidates))
+        if not self.candidates:
+            raise ValueError(f"PolicyTruth for {self.fen!r} has no candidates")
+
+    @property
+    def best_move(self) -> str:
+        return self.candidates[0].move
+
+
+@dataclass(frozen=True)
+class PolicyAnswer:
+    """A parsed completion. evals is empty when the E: field is empty or any value in it is not a
+    finite float; best_move is None unless the B: field is exactly one token."""
+    moves: list[str]
+    evals: list[float]
+    best_move: str | None
+
+
+def policy_prompt(fen: str) -> str:
+    return "P: " + fen
+
+
+def policy_problem(truth: PolicyTruth) -> Problem:
+    return Problem(task="P", prompt_text=policy_prompt(truth.fen), truth=truth)
+
+
+def format_eval(pawns: float) -> str:
+    """Python float text rounded to 2 decimals, as in the published data (-2.07, -2.0, 999.85)."""
+    return str(round(float(pawns), 2))
+
+
+def render_policy_completion(truth: PolicyTruth, shuffle_rng: random.Random | None = None) -> str:
+    """The ideal continuation of policy_prompt(truth.fen). B is always the engine's rank-1 move;
+    with shuffle_rng the candidates (moves with their evals) are listed in shuffled order."""
+    candidates = list(truth.candidates[:MAX_CANDIDATES])
+    if shuffle_rng is not None:
+        shuffle_rng.shuffle(candidates)
+    moves = " ".join(c.move for c in candidates)
+    evals = " ".join(format_eval(c.eval) for c in candidates)
+    padding = " " * max(0, FEN_WIDTH - len(truth.fen))
+    return padding + "M: " + moves.ljust(MOVES_WIDTH) + "E: " + evals.ljust(EVALS_WIDTH) + "B: " + truth.best_move
+
+
+def parse_policy(text: str) -> PolicyAnswer | None:
+    """Fields by the first "M:", the first "E:" after it and the first "B:" after that, with any
+    whitespace; text before "M:" is ignored (so a full document row parses too). None when a
+    label is missing. Never raises."""
+    fields = _split_fields(text)
+    if fields is None:
+        return None
+    moves_text, evals_text, best_text = fields
+    best_tokens = best_text.split()
+    return PolicyAnswer(
+        moves=moves_text.split(),
+        evals=_parse_evals(evals_text),
+        best_move=best_tokens[0] if len(best_tokens) == 1 else None,
+    )
+
+
+def _split_fields(text: str) -> tuple[str, str, str] | None:
+    m_at = text.find("M:")
+    e_at = text.find("E:", m_at + 2) if m_at >= 0 else -1
+    b_at = text.find("B:", e_at + 2) if e_at >= 0 else -1
+    if b_at < 0:
+        return None
+    return text[m_at + 2:e_at], text[e_at + 2:b_at], text[b_at + 2:]
+
+
+def _parse_evals(evals_text: str) -> list[float]:
+    values = []
+    for token in evals_text.split():
+        try:
+            value = float(token)
+        except ValueError:
+            return []
+        if not math.isfinite(value):
+            return []
+        values.append(value)
+    return values
