@@ -1,0 +1,365 @@
+"""Summaries of a sweep: the child runs of one MLflow parent run.
+
+    client = MlflowClient(tracking_uri)
+    summary = summarise_children(client, parent_run_id, direction="maximize")
+    print(summary_markdown(summary))
+    log_summary(client, summary)       # metrics, tags and artifacts `sweep_summary/` on the parent
+
+A trial's objective is its `objective` metric (the trainer logs eval/score, or the failure
+penalty); its outcome is its `rookworld.outcome` tag. Swept parameters are the params whose value
+differs between children (git.* and trial.number left out).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Sequence
+
+from rookworld.tracking import (
+    OUTCOME_TAG,
+    OUTCOMES,
+    PARENT_TAG,
+    STOP_REASON_TAG,
+    STUDY_TAG,
+    TRIAL_TAG,
+)
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from mlflow import MlflowClient
+    from mlflow.entities import Run
+
+DIRECTIONS = ("maximize", "minimize")
+OBJECTIVE_METRIC = "objective"
+REWARD_METRIC = "reward"
+SUMMARY_ARTIFACT_DIR = "sweep_summary"
+_NOT_SWEPT_PREFIXES = ("git.",)
+_NOT_SWEPT = ("trial.number",)
+_MAX_PARAM_PLOTS = 12
+OUTCOME_COLORS = {
+    "success": "tab:green",
+    "kl_failure": "tab:orange",
+    "nan_failure": "tab:red",
+    "pruned": "tab:gray",
+    "failed": "black",
+    "running": "tab:blue",
+}
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    run_id: str
+    trial: int | None
+    outcome: str
+    stop_reason: str
+    status: str
+    objective: float | None
+    params: dict[str, str]
+    start_time: int
+
+
+@dataclass(frozen=True)
+class SweepSummary:
+    parent_run_id: str
+    study: str
+    direction: str
+    trials: tuple[TrialResult, ...]
+    swept_params: tuple[str, ...]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """Trials per outcome, every known outcome included (0 when absent)."""
+        found = Counter(t.outcome for t in self.trials)
+        return {**{o: found.get(o, 0) for o in OUTCOMES}, **found}
+
+    def ranked(self) -> list[TrialResult]:
+        """Trials with an objective, best first."""
+        scored = [t for t in self.trials if t.objective is not None]
+        return sorted(scored, key=lambda t: t.objective, reverse=self.direction == "maximize")
+
+    @property
+    def best(self) -> TrialResult | None:
+        ranked = self.ranked()
+        return ranked[0] if ranked else None
+
+
+# ---------------------------------------------------------------- reading the children
+
+
+def normalise_direction(direction: Any) -> str:
+    """'maximize' / 'minimize' from a string, an enum (Optuna's Direction) or a list (first)."""
+    if isinstance(direction, (list, tuple)) or type(direction).__name__ == "ListConfig":
+        direction = list(direction)[0]
+    name = getattr(direction, "name", direction)
+    name = str(name).lower()
+    if name not in DIRECTIONS:
+        raise ValueError(f"sweep direction must be one of {DIRECTIONS}, got {direction!r}")
+    return name
+
+
+def fetch_children(client: MlflowClient, parent_run_id: str) -> list[Run]:
+    """All active runs tagged with this parent, across result pages."""
+    experiment_id = client.get_run(parent_run_id).info.experiment_id
+    query = f"tags.{PARENT_TAG} = '{parent_run_id}'"
+    runs: list[Run] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], query, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def trial_result(run: Run) -> TrialResult:
+    tags, metrics = run.data.tags, run.data.metrics
+    objective = metrics.get(OBJECTIVE_METRIC)
+    trial = tags.get(TRIAL_TAG)
+    return TrialResult(
+        run_id=run.info.run_id,
+        trial=int(trial) if trial is not None and trial.lstrip("-").isdigit() else None,
+        outcome=tags.get(OUTCOME_TAG, "running"),
+        stop_reason=tags.get(STOP_REASON_TAG, ""),
+        status=run.info.status,
+        objective=None if objective is None or math.isnan(objective) else float(objective),
+        params=dict(run.data.params),
+        start_time=run.info.start_time or 0,
+    )
+
+
+def swept_params(trials: Sequence[TrialResult]) -> tuple[str, ...]:
+    """Param keys whose value differs between trials (missing counts as a value)."""
+    keys = sorted({k for t in trials for k in t.params})
+    varying = [k for k in keys if len({t.params.get(k) for t in trials}) > 1]
+    return tuple(k for k in varying if k not in _NOT_SWEPT and not k.startswith(_NOT_SWEPT_PREFIXES))
+
+
+def summarise_children(
+    client: MlflowClient, parent_run_id: str, direction: Any = "maximize"
+) -> SweepSummary:
+    parent = client.get_run(parent_run_id)
+    trials = sorted(
+        (trial_result(run) for run in fetch_children(client, parent_run_id)),
+        key=lambda t: (t.trial is None, t.trial or 0, t.start_time),
+    )
+    return SweepSummary(
+        parent_run_id=parent_run_id,
+        study=parent.data.tags.get(STUDY_TAG, parent.info.run_name or parent_run_id),
+        direction=normalise_direction(direction),
+        trials=tuple(trials),
+        swept_params=swept_params(trials),
+    )
+
+
+# ---------------------------------------------------------------- text
+
+
+def _fmt_objective(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def summary_markdown(summary: SweepSummary) -> str:
+    counts = ", ".join(f"{o} {n}" for o, n in summary.counts.items() if n)
+    best = summary.best
+    lines = [
+        f"# Sweep {summary.study}",
+        "",
+        f"{len(summary.trials)} trials ({counts or 'none'}); objective: {summary.direction}.",
+    ]
+    if best is not None:
+        chosen = ", ".join(f"{k}={best.params.get(k, '-')}" for k in summary.swept_params)
+        lines.append(
+            f"Best: trial {best.trial} objective {_fmt_objective(best.objective)}"
+            f" ({chosen or 'no swept params'}), run {best.run_id}."
+        )
+    header = ["trial", "outcome", "objective", *summary.swept_params, "run", "stop reason"]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for t in summary.trials:
+        cells = [
+            "-" if t.trial is None else str(t.trial),
+            t.outcome,
+            _fmt_objective(t.objective),
+            *(t.params.get(k, "-") for k in summary.swept_params),
+            t.run_id[:8],
+            t.stop_reason[:80].replace("|", "/"),
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def summary_dict(summary: SweepSummary) -> dict[str, Any]:
+    best = summary.best
+    return {
+        "parent_run_id": summary.parent_run_id,
+        "study": summary.study,
+        "direction": summary.direction,
+        "counts": summary.counts,
+        "swept_params": list(summary.swept_params),
+        "best": asdict(best) if best is not None else None,
+        "trials": [asdict(t) for t in summary.trials],
+    }
+
+
+# ---------------------------------------------------------------- plots
+
+
+def _new_figure(width: float, height: float) -> Any:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(width, height), layout="constrained")
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _x_positions(trials: Sequence[TrialResult]) -> list[int]:
+    return [t.trial if t.trial is not None else i for i, t in enumerate(trials)]
+
+
+def _outcome_legend(axes: Axes, outcomes: set[str]) -> None:
+    from matplotlib.lines import Line2D
+
+    handles = [
+        Line2D([], [], marker="o", linestyle="", color=OUTCOME_COLORS.get(o, "tab:purple"), label=o)
+        for o in sorted(outcomes)
+    ]
+    axes.legend(handles=handles, fontsize="small")
+
+
+def _floor(summary: SweepSummary) -> float:
+    """Where trials without an objective are drawn: a little below the lowest objective."""
+    scored = [t.objective for t in summary.trials if t.objective is not None]
+    if not scored:
+        return 0.0
+    return min(scored) - 0.1 * ((max(scored) - min(scored)) or 1.0)
+
+
+def _scatter_trial(axes: Axes, x: float, trial: TrialResult, floor: float) -> None:
+    color = OUTCOME_COLORS.get(trial.outcome, "tab:purple")
+    y, marker = (floor, "x") if trial.objective is None else (trial.objective, "o")
+    axes.scatter(x, y, color=color, marker=marker, zorder=3)
+
+
+def plot_optimisation_history(summary: SweepSummary, path: Path) -> Path:
+    """Objective per trial (coloured by outcome; x: no objective) and the running best."""
+    from matplotlib.ticker import MaxNLocator
+
+    figure = _new_figure(7, 4)
+    axes = figure.add_subplot()
+    floor = _floor(summary)
+    better = max if summary.direction == "maximize" else min
+    best_x, best_y, running = [], [], None
+    for x, t in zip(_x_positions(summary.trials), summary.trials):
+        _scatter_trial(axes, x, t, floor)
+        if t.objective is not None:
+            running = t.objective if running is None else better(running, t.objective)
+            best_x.append(x)
+            best_y.append(running)
+    axes.step(best_x, best_y, where="post", color="tab:blue", label="running best")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes.set(xlabel="trial", ylabel=OBJECTIVE_METRIC, title=f"Optimisation history ({summary.direction})")
+    _outcome_legend(axes, {t.outcome for t in summary.trials})
+    figure.suptitle(summary.study, fontsize="small")
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def _axis_values(values: list[str | None]) -> tuple[list[float], list[str] | None]:
+    """Numeric positions for param values; categories (sorted) when not all numeric."""
+    try:
+        return [math.nan if v is None else float(v) for v in values], None
+    except ValueError:
+        categories = sorted({str(v) for v in values})
+        return [float(categories.index(str(v))) for v in values], categories
+
+
+def plot_outcome_vs_params(summary: SweepSummary, path: Path) -> Path:
+    """One panel per swept param: objective against value, coloured by outcome (no objective: x)."""
+    params = summary.swept_params[:_MAX_PARAM_PLOTS] or ("(none swept)",)
+    columns = min(3, len(params))
+    rows = math.ceil(len(params) / columns)
+    figure = _new_figure(4.2 * columns, 3.4 * rows)
+    floor = _floor(summary)
+    for index, key in enumerate(params):
+        axes = figure.add_subplot(rows, columns, index + 1)
+        xs, categories = _axis_values([t.params.get(key) for t in summary.trials])
+        for x, t in zip(xs, summary.trials):
+            _scatter_trial(axes, x, t, floor)
+        if categories is not None:
+            axes.set_xticks(range(len(categories)), categories, rotation=30, fontsize="small")
+        axes.set(xlabel=key, ylabel=OBJECTIVE_METRIC)
+    _outcome_legend(figure.axes[0], {t.outcome for t in summary.trials})
+    figure.suptitle(f"Objective and outcome against swept parameters\n{summary.study}", fontsize="small")
+    figure.savefig(path, dpi=110)
+    return path
+
+
+def plot_reward_curves(
+    client: MlflowClient, summary: SweepSummary, path: Path, top_k: int = 5
+) -> Path:
+    """`reward` against step for the best `top_k` trials."""
+    figure = _new_figure(7, 4)
+    axes = figure.add_subplot()
+    for t in summary.ranked()[:top_k]:
+        history = sorted(client.get_metric_history(t.run_id, REWARD_METRIC), key=lambda m: m.step)
+        label = f"trial {t.trial}: {t.outcome}, {OBJECTIVE_METRIC} {_fmt_objective(t.objective)}"
+        axes.plot([m.step for m in history], [m.value for m in history], label=label)
+    axes.set(xlabel="step", ylabel=REWARD_METRIC, title=f"Reward of the best {top_k} trials")
+    figure.suptitle(summary.study, fontsize="small")
+    if axes.lines:
+        axes.legend(fontsize="small")
+    figure.savefig(path, dpi=110)
+    return path
+
+
+# ---------------------------------------------------------------- logging to the parent
+
+
+def write_summary_files(
+    client: MlflowClient, summary: SweepSummary, directory: Path, top_k: int = 5
+) -> list[Path]:
+    directory.mkdir(parents=True, exist_ok=True)
+    markdown = directory / "summary.md"
+    markdown.write_text(summary_markdown(summary))
+    data = directory / "summary.json"
+    data.write_text(json.dumps(summary_dict(summary), indent=2))
+    return [
+        markdown,
+        data,
+        plot_optimisation_history(summary, directory / "optimisation_history.png"),
+        plot_outcome_vs_params(summary, directory / "outcome_vs_params.png"),
+        plot_reward_curves(client, summary, directory / "reward_curves.png", top_k),
+    ]
+
+
+def log_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> None:
+    """Counts (metrics), best trial (metric + tags) and files (artifacts) on the parent run.
+
+    Only metrics and tags are used, so summarising a study again updates it in place.
+    """
+    from mlflow.entities import Metric, RunTag
+
+    run_id = summary.parent_run_id
+    with tempfile.TemporaryDirectory(prefix="rookworld-sweep-") as tmp:
+        write_summary_files(client, summary, Path(tmp), top_k)
+        client.log_artifacts(run_id, tmp, SUMMARY_ARTIFACT_DIR)
+    step = len(summary.trials)
+    values = {"sweep.n_trials": len(summary.trials)}
+    values.update({f"sweep.n_{o}": n for o, n in summary.counts.items()})
+    tags = {"sweep.direction": summary.direction}
+    best = summary.best
+    if best is not None:
+        values["sweep.best_objective"] = best.objective
+        tags.update({"sweep.best_run_id": best.run_id, "sweep.best_trial": str(best.trial)})
+        tags.update({f"sweep.best.{k}": best.params.get(k, "") for k in summary.swept_params})
+    timestamp = time.time_ns() // 1_000_000
+    client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
+    items = [RunTag(k, v[:8000]) for k, v in tags.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(run_id, tags=items[start : start + 100])
