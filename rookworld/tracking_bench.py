@@ -3,11 +3,11 @@
 Logs a realistic metric dict (30 TRL-style metrics) per step through the Tracker into a sqlite
 store (a temporary one unless --uri) and prints:
 - the cost of `tracker.log_metrics` on the calling thread (mean, p50, p99, max);
-- the background writer's work (batches, wall and CPU time, CPU per step);
+- the writer subprocess's work (batches, wall and CPU time, CPU per step);
 - the time to close the run (final flush);
 - for comparison, a synchronous `MlflowClient.log_batch` per step.
 With --step-ms T, each step first busy-waits T ms on the CPU (holding the GIL, the worst case for
-the writer thread) and the wall-clock overhead against T is printed as a percentage too.
+the tracker's feeder thread) and the wall-clock overhead against T is printed as a percentage too.
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def report(result: BenchResult, sync_ms: list[float], steps: int, step_ms: float
         f"log_metrics on the calling thread: mean {statistics.fmean(calls):.3f} ms, "
         f"p50 {percentile(calls, 0.5):.3f} ms, p99 {percentile(calls, 0.99):.3f} ms, "
         f"max {max(calls):.3f} ms",
-        f"background writer: {result.flush.batches} batches, {result.flush.metrics} metrics, "
+        f"writer subprocess: {result.flush.batches} batches, {result.flush.metrics} metrics, "
         f"{result.flush.wall_s * 1000:.0f} ms wall, {result.flush.cpu_s * 1000:.0f} ms CPU "
         f"({per_step_cpu_ms:.3f} ms CPU per step)",
         f"close (final flush, outcome tags, run end): {result.close_ms:.0f} ms",
@@ -121,7 +121,7 @@ def report(result: BenchResult, sync_ms: list[float], steps: int, step_ms: float
         verdict = "OK" if max(hot, wall) <= TARGET_PERCENT else "OVER TARGET"
         lines.append(
             f"against a {step_ms:g} ms step: calling thread {hot:.3f} %, wall-clock overhead "
-            f"(incl. writer thread contention) {wall:.2f} % (target <= {TARGET_PERCENT:g} %: {verdict})"
+            f"(incl. contention with the writer) {wall:.2f} % (target <= {TARGET_PERCENT:g} %: {verdict})"
         )
     return "\n".join(lines)
 
