@@ -1,0 +1,67 @@
+"""From problems to completions: prompt token ids, batched generation, decoding.
+
+A prompt is `[end-of-text] + encode(prompt_text)`, an exact token prefix of a training document
+(tasks.md). Completions are the exact sampled token ids; text is decoded from them only for scoring.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from rookworld.model.sampling import Generation, generate
+from rookworld.tasks import Problem
+
+
+@dataclass
+class Rollout:
+    problems: list[Problem]    # one per row
+    generation: Generation
+
+    @property
+    def completion_lengths(self) -> torch.Tensor:
+        return self.generation.completion_mask.sum(1)
+
+
+def prompt_ids(tokenizer, problem: Problem) -> list[int]:
+    return [tokenizer.eos_id] + tokenizer.encode(problem.prompt_text)
+
+
+def generate_for_problems(policy, tokenizer, problems: list[Problem], max_new_tokens: dict[str, int], *,
+                          greedy: bool = False, temperature: float = 1.0, top_k: int = 0,
+                          top_p: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
+    generation = generate(
+        policy,
+        [prompt_ids(tokenizer, p) for p in problems],
+        [int(max_new_tokens[p.task]) for p in problems],
+        temperature=temperature,
+        top_k=top_k or None,
+        top_p=top_p if top_p < 1.0 else None,
+        greedy=greedy or temperature == 0,
+        stop_ids=(tokenizer.eos_id, tokenizer.newline_id),
+        pad_id=tokenizer.pad_id,
+        generator=generator,
+    )
+    return Rollout(problems=list(problems), generation=generation)
+
+
+def stopped(tokenizer, rollout: Rollout) -> torch.Tensor:
+    """[B] bool: the row ended with a stop token (not cut at its token cap)."""
+    gen = rollout.generation
+    lengths = gen.completion_mask.sum(1)
+    last = gen.completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
+    is_stop = (last == tokenizer.eos_id) | (last == tokenizer.newline_id)
+    return is_stop & (lengths > 0)
+
+
+def decode_completions(tokenizer, rollout: Rollout) -> list[str]:
+    """Completion text of each row without its stop token."""
+    gen = rollout.generation
+    ends = stopped(tokenizer, rollout)
+    texts = []
+    for row, (ids, mask) in enumerate(zip(gen.completion_ids.tolist(), gen.completion_mask.tolist())):
+        tokens = [t for t, keep in zip(ids, mask) if keep]
+        if ends[row]:
+            tokens = tokens[:-1]
+        texts.append(tokenizer.decode(tokens))
+    return texts

@@ -1,0 +1,432 @@
+"""The GRPO loop: sample, score, compute group advantages, update; evaluate; guard; checkpoint.
+
+One step (CleanRL-style, all the math visible in `grpo/`):
+  1. draw `prompts_per_step` problems by the task mix; sample G = grpo.group_size completions each;
+  2. score every completion against its problem's ground truth (reward_fn);
+  3. group-relative advantages (grpo/advantages.py);
+  4. one no-grad pass for the reference log-probs (KL) and, when the batch is reused
+     (num_iterations > 1 or several minibatches), the old log-probs of the sampling policy;
+  5. for each epoch and minibatch: clipped surrogate + beta * KL per token, aggregated by
+     grpo.loss_type, backward over micro-batches, gradient clipping, optimizer step with the LR
+     of this step set before the update.
+Guards end the run with a recorded outcome instead of a crash or a silent continue.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+import torch
+from omegaconf import DictConfig
+
+from rookworld.evaluate import EvalResult, evaluate
+from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
+from rookworld.grpo.kl import KLController, kl_per_token
+from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
+from rookworld.model.hub import save_pretrained
+from rookworld.model.logprobs import token_logprobs
+from rookworld.optim import build_optimizer, lr_at, set_lr
+from rookworld.rollout import decode_completions, generate_for_problems, stopped
+from rookworld.tasks import Problem
+
+SUCCESS, KL_FAILURE, NAN_FAILURE, PRUNED = "success", "kl_failure", "nan_failure", "pruned"
+TRAINER_STATE_FILE = "trainer_state.pt"
+
+
+class StepHook(Protocol):
+    """Looks at each step's metrics (eval/* included at evaluation steps); True stops the run as pruned."""
+
+    def should_prune(self, step: int, metrics: dict[str, float]) -> bool: ...
+
+
+@dataclass
+class RunResult:
+    outcome: str
+    reason: str
+    steps: int
+    objective: float
+    final_eval: dict[str, float] | None = None
+
+
+@dataclass
+class Batch:
+    """Everything the update needs, fixed before the first gradient step."""
+    input_ids: torch.Tensor       # [B, P+N] left-padded prompt + completion
+    attention_mask: torch.Tensor  # [B, P+N]
+    position_ids: torch.Tensor    # [B, P+N]
+    prompt_length: int            # P
+    mask: torch.Tensor            # [B, N] float completion mask
+    advantages: torch.Tensor      # [B]
+    ref_logp: torch.Tensor | None  # [B, N] reference log-probs (KL on)
+    old_logp: torch.Tensor | None  # [B, N] sampling-policy log-probs (batch reused)
+
+    def rows(self, index: torch.Tensor) -> dict:
+        pick = lambda t: None if t is None else t[index]  # noqa: E731
+        return dict(input_ids=self.input_ids[index], attention_mask=self.attention_mask[index],
+                    position_ids=self.position_ids[index], mask=self.mask[index],
+                    advantages=self.advantages[index], ref_logp=pick(self.ref_logp),
+                    old_logp=pick(self.old_logp))
+
+
+@dataclass
+class Guards:
+    max_nonfinite_steps: int
+    kl_max: float | None
+    kl_max_steps: int
+    nonfinite_in_row: int = 0
+    kl_above_in_row: int = 0
+    nonfinite_total: int = 0
+
+    def check(self, nonfinite: bool, kl: float | None) -> tuple[str, str] | None:
+        self.nonfinite_in_row = self.nonfinite_in_row + 1 if nonfinite else 0
+        self.nonfinite_total += int(nonfinite)
+        if self.nonfinite_in_row >= self.max_nonfinite_steps:
+            return NAN_FAILURE, f"{self.nonfinite_in_row} non-finite losses in a row"
+        if self.kl_max is None or kl is None:
+            return None
+        above = not math.isfinite(kl) or kl > self.kl_max
+        self.kl_above_in_row = self.kl_above_in_row + 1 if above else 0
+        if self.kl_above_in_row >= self.kl_max_steps:
+            return KL_FAILURE, f"kl={kl:.4g} > kl.max={self.kl_max} for {self.kl_above_in_row} step(s)"
+        return None
+
+    def state_dict(self) -> dict:
+        return {"nonfinite_in_row": self.nonfinite_in_row, "kl_above_in_row": self.kl_above_in_row,
+                "nonfinite_total": self.nonfinite_total}
+
+    def load_state_dict(self, state: dict) -> None:
+        for key, value in state.items():
+            setattr(self, key, value)
+
+
+@dataclass
+class Trainer:
+    cfg: DictConfig
+    policy: torch.nn.Module
+    tokenizer: object
+    reference: torch.nn.Module | None
+    reward_fn: object
+    sampler: object                   # ProblemSampler: sample(n) -> list[Problem], state_dict()
+    heldout: list[Problem]
+    tracker: object
+    hooks: list[StepHook] = field(default_factory=list)
+    step: int = 0
+
+    def __post_init__(self):
+        cfg = self.cfg
+        self.device = next(self.policy.parameters()).device
+        self.bf16 = self.device.type == "cuda" and cfg.model.dtype in ("auto", "bfloat16")
+        self.optimizer = build_optimizer(self.policy.parameters(), cfg.optimizer)
+        k = cfg.kl
+        self.kl = KLController(k.kind, k.coef, k.warmup_steps, k.warmup_factor, k.target, k.horizon)
+        self.guards = Guards(cfg.guards.max_nonfinite_steps, k.max if self.kl.enabled else None,
+                             k.max_steps_above)
+        self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
+        self.shuffle_generator = torch.Generator().manual_seed(cfg.seed + 1)
+        rn = cfg.grpo.reward_norm
+        self.reward_norm = EMARewardNormalizer(rn.momentum) if rn.enabled else None
+        self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
+        self.last_eval: EvalResult | None = None
+        self.last_eval_step = -1
+
+    # ---------------------------------------------------------------- the loop
+    def fit(self) -> RunResult:
+        cfg = self.cfg
+        if self.step == 0:
+            self._evaluate(0)
+        outcome, reason = SUCCESS, f"finished {cfg.steps} steps"
+        while self.step < cfg.steps:
+            metrics, nonfinite = self.train_step(self.step)
+            self.step += 1
+            self.tracker.log_metrics(metrics, step=self.step)
+            self._print_progress(metrics)
+            stop = self.guards.check(nonfinite, metrics.get("kl"))
+            if stop is None and self._eval_due():
+                metrics = {**metrics, **self._evaluate(self.step).metrics}
+            if stop is None and any(h.should_prune(self.step, metrics) for h in self.hooks):
+                stop = PRUNED, f"pruned at step {self.step}"
+            if stop is not None:
+                outcome, reason = stop
+                break
+            if cfg.checkpoint.every and self.step % cfg.checkpoint.every == 0:
+                self.save_checkpoint()
+        return self._finish(outcome, reason)
+
+    def _finish(self, outcome: str, reason: str) -> RunResult:
+        final_eval = None
+        objective = float(self.cfg.objective.failure_penalty)
+        if outcome == SUCCESS:
+            final = self._evaluate(self.step) if self.last_eval_step != self.step else self.last_eval
+            final_eval, objective = final.metrics, final.score
+            self.tracker.log_dict(final_eval, "eval_final.json")
+            if self.cfg.checkpoint.save_final or self.cfg.tracking.log_checkpoint:
+                directory = self.save_checkpoint()
+                if self.cfg.tracking.log_checkpoint:
+                    self.tracker.log_artifacts(str(directory), "checkpoint")
+        elif outcome == PRUNED and self.last_eval is not None:
+            objective = self.last_eval.score
+        self.tracker.log_metrics({"objective": objective}, step=self.step)
+        self.tracker.set_outcome(outcome, reason)
+        print(f"outcome: {outcome} ({reason}); objective {objective:.4f}")
+        if final_eval:
+            print("final evaluation: " + ", ".join(f"{k}={v:.3f}" for k, v in final_eval.items()))
+        return RunResult(outcome, reason, self.step, objective, final_eval)
+
+    # ---------------------------------------------------------------- one GRPO step
+    def train_step(self, step: int) -> tuple[dict[str, float], bool]:
+        timer = PhaseTimer(self.device)
+        problems = self.sampler.sample(self.cfg.prompts_per_step)
+        rows = [p for p in problems for _ in range(self.cfg.grpo.group_size)]
+        with timer("generation"), torch.no_grad(), self._autocast():
+            rollout = generate_for_problems(
+                self.policy, self.tokenizer, rows, self.max_new_tokens,
+                temperature=self.cfg.sampling.temperature, top_k=self.cfg.sampling.top_k,
+                top_p=self.cfg.sampling.top_p, generator=self.generator)
+        with timer("scoring"):
+            rewards, scored = self.score(rollout)
+            shaped = self.reward_norm(rewards) if self.reward_norm else rewards
+            adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards)
+        gen = rollout.generation
+        with timer("logprobs"), torch.no_grad():
+            batch = self._make_batch(gen, adv.values.to(self.device))
+        with timer("update"):
+            update = self.update(step, batch)
+        kl = update.pop("kl", None)
+        if kl is not None:
+            self.kl.update(kl)
+        self._maybe_sync_reference(step)
+        metrics = {
+            **reward_metrics(rows, rewards, scored),
+            "frac_reward_zero_std": adv.frac_zero_std,
+            **self._completion_metrics(rollout),
+            **update,
+            **({"kl": kl, "kl/coef": self.kl.beta(step)} if kl is not None else {}),
+            **{f"time/{k}": v for k, v in timer.seconds.items()},
+        }
+        metrics["step_time"] = timer.total
+        metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
+        return metrics, update["nonfinite"] > 0
+
+    def score(self, rollout) -> tuple[torch.Tensor, list]:
+        """Reward of every completion against its own problem's ground truth."""
+        texts = decode_completions(self.tokenizer, rollout)
+        scored = [self.reward_fn(p, t) for p, t in zip(rollout.problems, texts)]
+        return torch.tensor([s.total for s in scored], dtype=torch.float32), scored
+
+    def _make_batch(self, gen, advantages: torch.Tensor) -> Batch:
+        args = (gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length)
+        reuse = self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
+        with self._autocast():
+            ref = self._logprobs(self.reference, *args) if self.kl.enabled else None
+            old = self._logprobs(self.policy, *args) if reuse else None
+        return Batch(*args, mask=gen.completion_mask.float(), advantages=advantages,
+                     ref_logp=ref, old_logp=old)
+
+    def _logprobs(self, model, input_ids, attention_mask, position_ids, start, with_entropy=False):
+        return token_logprobs(model, input_ids, attention_mask, position_ids, start,
+                              temperature=self._loss_temperature(), with_entropy=with_entropy)
+
+    def _loss_temperature(self) -> float:
+        # Log-probs of the sampling distribution's temperature, so ratio = 1 before the update.
+        return self.cfg.sampling.temperature if self.cfg.sampling.temperature > 0 else 1.0
+
+    def update(self, step: int, batch: Batch) -> dict[str, float]:
+        g = self.cfg.grpo
+        lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
+                   self.cfg.optimizer.min_lr_ratio)
+        set_lr(self.optimizer, lr)
+        beta = self.kl.beta(step)
+        n = batch.mask.shape[0]
+        sampling_logp = torch.zeros_like(batch.mask)
+        entropy_sum = torch.zeros((), device=self.device)
+        totals = {"loss": 0.0, "grad_norm": 0.0, "clip_low": 0.0, "clip_high": 0.0, "clip_region": 0.0}
+        updates = nonfinite = 0
+        for epoch in range(g.num_iterations):
+            order = torch.randperm(n, generator=self.shuffle_generator) if g.num_iterations > 1 \
+                or g.num_minibatches > 1 else torch.arange(n)
+            for minibatch in order.to(self.device).chunk(g.num_minibatches):
+                mb_mask = batch.mask[minibatch]
+                normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
+                self.optimizer.zero_grad(set_to_none=True)
+                loss_value = 0.0
+                micro = g.micro_batch_size or len(minibatch)
+                for rows in minibatch.split(micro):
+                    loss, logp, entropy, stats = self._micro_loss(batch.rows(rows), normalizer, beta)
+                    loss.backward()
+                    loss_value += loss.item()
+                    if epoch == 0:
+                        sampling_logp[rows] = (batch.old_logp[rows] if batch.old_logp is not None
+                                               else logp.detach().float())
+                        entropy_sum += (entropy * batch.mask[rows]).sum()
+                    for key, value in stats.items():
+                        totals[key] += value * float(batch.mask[rows].sum())
+                grad_norm = self._clip_gradients()
+                if math.isfinite(loss_value) and math.isfinite(grad_norm):
+                    self.optimizer.step()
+                    totals["loss"] += loss_value
+                    totals["grad_norm"] += grad_norm
+                    updates += 1
+                else:
+                    self.optimizer.zero_grad(set_to_none=True)
+                    nonfinite += 1
+        tokens = float(batch.mask.sum()) * g.num_iterations
+        result = {
+            "loss": totals["loss"] / max(updates, 1) if updates else float("nan"),
+            "grad_norm": totals["grad_norm"] / max(updates, 1) if updates else float("nan"),
+            "learning_rate": lr,
+            "entropy": (entropy_sum / batch.mask.sum().clamp(min=1)).item(),
+            "clip_ratio/low_mean": totals["clip_low"] / max(tokens, 1),
+            "clip_ratio/high_mean": totals["clip_high"] / max(tokens, 1),
+            "clip_ratio/region_mean": totals["clip_region"] / max(tokens, 1),
+            "nonfinite": float(nonfinite),
+        }
+        if batch.ref_logp is not None:
+            k3 = kl_per_token(sampling_logp, batch.ref_logp.float(), "k3")
+            result["kl"] = ((k3 * batch.mask).sum() / batch.mask.sum().clamp(min=1)).item()
+        return result
+
+    def _micro_loss(self, rows: dict, normalizer: LossNormalizer, beta: float):
+        with self._autocast():
+            logp, entropy = self._logprobs(self.policy, rows["input_ids"], rows["attention_mask"],
+                                           rows["position_ids"], self._prompt_length(rows),
+                                           with_entropy=True)
+        logp = logp.float()
+        old = rows["old_logp"].float() if rows["old_logp"] is not None else logp.detach()
+        eps_low, eps_high = self.cfg.grpo.epsilon_low, self.cfg.grpo.epsilon_high
+        per_token, ratio = clipped_surrogate(logp, old, rows["advantages"], eps_low, eps_high)
+        if rows["ref_logp"] is not None and beta > 0:
+            per_token = per_token + beta * kl_per_token(logp, rows["ref_logp"].float(), self.cfg.kl.estimator)
+        loss = normalizer.aggregate(per_token, rows["mask"])
+        clip = clip_stats(ratio.detach(), rows["advantages"], rows["mask"], eps_low, eps_high)
+        stats = {"clip_low": clip.low.item(), "clip_high": clip.high.item(), "clip_region": clip.region.item()}
+        return loss, logp, entropy.detach().float(), stats
+
+    def _prompt_length(self, rows: dict) -> int:
+        return rows["input_ids"].shape[1] - rows["mask"].shape[1]
+
+    def _clip_gradients(self) -> float:
+        max_norm = self.cfg.grpo.max_grad_norm or float("inf")
+        return float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm))
+
+    def _maybe_sync_reference(self, step: int) -> None:
+        every = self.cfg.kl.sync_every
+        if self.reference is None or not every or (step + 1) % every:
+            return
+        alpha = self.cfg.kl.sync_alpha
+        with torch.no_grad():
+            for ref, cur in zip(self.reference.parameters(), self.policy.parameters()):
+                ref.mul_(1 - alpha).add_(cur.to(ref.device, ref.dtype), alpha=alpha)
+
+    def _autocast(self):
+        if self.bf16:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    # ---------------------------------------------------------------- evaluation and logging
+    def _eval_due(self) -> bool:
+        every = self.cfg.eval.every
+        return bool(every) and self.step % every == 0 and self.step < self.cfg.steps
+
+    def _evaluate(self, step: int) -> EvalResult:
+        e = self.cfg.eval
+        with torch.no_grad(), self._autocast():
+            result = evaluate(self.policy, self.tokenizer, self.heldout, self.reward_fn,
+                              self.max_new_tokens, e.batch_size, e.num_samples_logged)
+        self.tracker.log_metrics(result.metrics, step=step)
+        self.tracker.log_samples(result.samples, step=step)
+        self.last_eval, self.last_eval_step = result, step
+        shown = ("eval/score", "eval/P/format", "eval/P/best_move", "eval/A/format", "eval/A/next_state")
+        print(f"eval @ step {step}: " + " ".join(f"{k}={result.metrics[k]:.3f}"
+                                                 for k in shown if k in result.metrics))
+        return result
+
+    def _completion_metrics(self, rollout) -> dict[str, float]:
+        lengths = rollout.completion_lengths.float()
+        return {
+            "completions/mean_length": lengths.mean().item(),
+            "completions/min_length": lengths.min().item(),
+            "completions/max_length": lengths.max().item(),
+            "completions/clipped_ratio": 1.0 - stopped(self.tokenizer, rollout).float().mean().item(),
+            "completions/num_tokens": lengths.sum().item(),
+        }
+
+    def _print_progress(self, m: dict[str, float]) -> None:
+        if self.step % self.cfg.log_every and self.step != self.cfg.steps:
+            return
+        kl = f"kl {m['kl']:.4f}" if "kl" in m else "kl off"
+        print(f"step {self.step}/{self.cfg.steps} | reward {m['reward']:+.3f} ± {m['reward_std']:.3f} | "
+              f"{kl} | loss {m['loss']:+.4f} | {m['step_time']:.2f} s", flush=True)
+
+    # ---------------------------------------------------------------- checkpoints
+    def save_checkpoint(self) -> Path:
+        directory = Path(self.cfg.checkpoint.dir) / f"step_{self.step:06d}"
+        save_pretrained(self.policy, self.tokenizer, directory)
+        torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
+        return directory
+
+    def state_dict(self) -> dict:
+        state = {
+            "step": self.step,
+            "optimizer": self.optimizer.state_dict(),
+            "kl": self.kl.state_dict(),
+            "guards": self.guards.state_dict(),
+            "sampler": self.sampler.state_dict(),
+            "generator": self.generator.get_state(),
+            "shuffle_generator": self.shuffle_generator.get_state(),
+            "reward_norm": self.reward_norm.state_dict() if self.reward_norm else None,
+            "last_eval_step": self.last_eval_step,
+        }
+        if self.reference is not None and self.cfg.kl.sync_every:
+            state["reference"] = self.reference.state_dict()
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        self.step = state["step"]
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.kl.load_state_dict(state["kl"])
+        self.guards.load_state_dict(state["guards"])
+        self.sampler.load_state_dict(state["sampler"])
+        self.generator.set_state(state["generator"])
+        self.shuffle_generator.set_state(state["shuffle_generator"])
+        self.last_eval_step = state["last_eval_step"]
+        if self.reward_norm:
+            self.reward_norm.load_state_dict(state["reward_norm"])
+        if "reference" in state:
+            self.reference.load_state_dict(state["reference"])
+
+
+def reward_metrics(rows: list[Problem], rewards: torch.Tensor, scored: list) -> dict[str, float]:
+    """reward, reward_std, reward/<task> and the mean of every reward component (reward/<task>/<name>)."""
+    metrics = {"reward": rewards.mean().item(), "reward_std": rewards.std(unbiased=False).item()}
+    by_task: dict[str, list[float]] = {}
+    components: dict[str, list[float]] = {}
+    for problem, reward, result in zip(rows, rewards.tolist(), scored):
+        by_task.setdefault(problem.task, []).append(reward)
+        for name, value in result.components.items():
+            components.setdefault(name, []).append(value)
+    for name, values in {**by_task, **components}.items():
+        metrics[f"reward/{name}"] = sum(values) / len(values)
+    return metrics
+
+
+class PhaseTimer:
+    """Wall time per phase of a step; synchronises CUDA only at phase boundaries."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.seconds = device, {}
+
+    @contextlib.contextmanager
+    def __call__(self, phase: str):
+        start = time.perf_counter()
+        yield
+        if self.device.type == "cuda":
+            torch.cuda.synchronize(self.device)
+        self.seconds[phase] = time.perf_counter() - start
+
+    @property
+    def total(self) -> float:
+        return sum(self.seconds.values())

@@ -1,0 +1,140 @@
+"""The GRPO loop end to end on the tiny model, through the real training path."""
+import math
+from dataclasses import replace
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from rookworld.tasks import Problem
+from rookworld.tasks.arbiter import render_arbiter_completion
+from rookworld.data.positions import load_arbiter_problems, load_policy_problems
+from rookworld.evaluate import perfect_completion
+from rookworld.model.sampling import Generation
+from rookworld.rollout import Rollout
+from rookworld.tracking import make_tracker
+from rookworld.train import build_trainer, run
+from train_helpers import tiny_config
+
+
+def make_trainer(tmp_path, *overrides):
+    cfg = tiny_config(tmp_path, *overrides)
+    return build_trainer(cfg, make_tracker(cfg))
+
+
+def test_first_update_has_ratio_one_and_kl_zero(tmp_path):
+    trainer = make_trainer(tmp_path, "kl=fixed", "kl.coef=0.1", "grpo.num_iterations=2")
+    metrics, nonfinite = trainer.train_step(0)
+    assert not nonfinite
+    assert metrics["kl"] == 0.0
+    assert metrics["frac_reward_zero_std"] >= 0.0
+
+
+def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
+    """With a reused batch the stored old log-probs must equal the gradient pass: ratio exactly 1."""
+    trainer = make_trainer(tmp_path, "kl=fixed", "grpo.num_iterations=2")
+    problems = trainer.sampler.sample(2)
+    from rookworld.rollout import generate_for_problems
+    rollout = generate_for_problems(trainer.policy, trainer.tokenizer, problems, trainer.max_new_tokens,
+                                    generator=trainer.generator)
+    gen = rollout.generation
+    batch = trainer._make_batch(gen, torch.ones(len(problems)))
+    logp = trainer._logprobs(trainer.policy, gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length)
+    mask = batch.mask.bool()
+    ratio = torch.exp(logp - batch.old_logp)[mask]
+    assert torch.equal(ratio, torch.ones_like(ratio))
+    kl = (batch.ref_logp - batch.old_logp)[mask]
+    assert torch.count_nonzero(kl) == 0
+
+
+def scripted_rollout(trainer, problems: list[Problem], texts: list[str]) -> Rollout:
+    """A rollout whose completions are the given texts, tokenised exactly as the model would emit them."""
+    tok = trainer.tokenizer
+    prompts = [[tok.eos_id] + tok.encode(p.prompt_text) for p in problems]
+    completions = [tok.encode(t) + [tok.newline_id] for t in texts]
+    width_p, width_c = max(map(len, prompts)), max(map(len, completions))
+    ids = torch.full((len(problems), width_p + width_c), tok.pad_id)
+    attn = torch.zeros_like(ids, dtype=torch.bool)
+    for row, (p, c) in enumerate(zip(prompts, completions)):
+        ids[row, width_p - len(p):width_p] = torch.tensor(p)
+        ids[row, width_p:width_p + len(c)] = torch.tensor(c)
+        attn[row, width_p - len(p):width_p + len(c)] = True
+    gen = Generation(input_ids=ids, attention_mask=attn, position_ids=(attn.cumsum(1) - 1).clamp(min=0),
+                     prompt_length=width_p, completion_ids=ids[:, width_p:], completion_mask=attn[:, width_p:],
+                     logprobs=torch.zeros(len(problems), width_c))
+    return Rollout(problems=problems, generation=gen)
+
+
+def test_ground_truth_reaches_the_scorer_through_the_training_path(tmp_path):
+    trainer = make_trainer(tmp_path)
+    policy_problem = load_policy_problems("heldout")[0]
+    arbiter_problem = load_arbiter_problems("heldout")[0]
+    truth = policy_problem.truth
+    legal_wrong = next(c.move for c in truth.candidates[1:])
+    wrong_policy = perfect_completion(policy_problem).replace(f"B: {truth.best_move}", f"B: {legal_wrong}")
+    problems = [policy_problem, policy_problem, arbiter_problem, arbiter_problem]
+    texts = [perfect_completion(policy_problem), wrong_policy, perfect_completion(arbiter_problem),
+             render_arbiter_completion(replace(arbiter_problem.truth, terminated=not arbiter_problem.truth.terminated))]
+    rewards, scored = trainer.score(scripted_rollout(trainer, problems, texts))
+    assert rewards[0] == pytest.approx(1.0) and rewards[2] == pytest.approx(1.0)
+    assert rewards[1] < rewards[0] and rewards[3] < rewards[2]
+
+
+def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
+    result = run(tiny_config(tmp_path, "steps=6", "optimizer.lr=10.0", "optimizer.warmup_steps=0",
+                             "grpo.max_grad_norm=0", "kl.max=0.5", "kl.max_steps_above=1"))
+    assert result.outcome == "kl_failure"
+    assert result.objective == -1.0 and result.steps < 6
+    assert "outcome: kl_failure" in capsys.readouterr().out
+
+
+def test_injected_nan_ends_as_nan_failure(tmp_path, capsys):
+    cfg = tiny_config(tmp_path, "steps=6", "guards.max_nonfinite_steps=2")
+    trainer = build_trainer(cfg, make_tracker(cfg))
+    poison = lambda module, args, output: output * float("nan") if torch.is_grad_enabled() else output  # noqa: E731
+    trainer.policy.ln_f.register_forward_hook(poison)   # only the gradient pass sees NaN
+    result = trainer.fit()
+    assert result.outcome == "nan_failure" and result.steps == 2
+    assert all(torch.isfinite(p).all() for p in trainer.policy.parameters())  # skipped updates never applied
+    assert "outcome: nan_failure" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("overrides", [
+    ["kl=adaptive", "kl.estimator=k2", "optimizer.lr=3e-6", "task_mix=env_only", "reward=exact"],
+    ["kl=none", "optimizer=sgd", "task_mix=policy_only", "grpo.loss_type=dr_grpo", "grpo.scale_rewards=none"],
+    ["kl=fixed", "kl.estimator=k1", "grpo.loss_type=token_mean", "grpo.num_iterations=2",
+     "grpo.num_minibatches=2", "grpo.micro_batch_size=2", "grpo.reward_norm.enabled=true",
+     "kl.sync_every=1", "sampling.top_k=20", "sampling.top_p=0.9"],
+])
+def test_group_overrides_compose_and_run(tmp_path, overrides):
+    result = run(tiny_config(tmp_path, *overrides))
+    assert result.outcome == "success" and result.steps == 2
+    assert math.isfinite(result.objective)
+
+
+@pytest.mark.parametrize("override, key", [
+    ("grpo.group_size=1", "grpo.group_size=1"),
+    ("optimizer.lr=-1e-5", "optimizer.lr=-1e-05"),
+    ("kl.estimator=k9", "kl.estimator='k9'"),
+    ("task_mix.P=0.5", "task_mix="),
+])
+def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", override],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and key in lines[0], proc.stderr
+
+
+def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
+    common = ["steps=4", "kl=adaptive", "eval.every=0", "grpo.num_iterations=2", "grpo.num_minibatches=2"]
+    straight = make_trainer(tmp_path, *common, "checkpoint.every=2")
+    straight.fit()
+    checkpoint = tmp_path / "checkpoints" / "step_000002"
+    resumed = make_trainer(tmp_path / "resumed", *common, f"resume_from={checkpoint}")
+    assert resumed.step == 2
+    resumed.fit()
+    assert resumed.kl.coef == straight.kl.coef
+    for (name, a), b in zip(straight.policy.named_parameters(), resumed.policy.parameters()):
+        assert torch.equal(a, b), name

@@ -1,0 +1,15 @@
+"""Compose real configs for tiny CPU runs of the training loop."""
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from omegaconf import DictConfig
+
+CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
+TINY_RUN = ["experiment=quickstart", "steps=2", "eval.every=0", "eval.num_policy=4",
+            "eval.num_arbiter=4", "prompts_per_step=2", "grpo.group_size=3",
+            "sampling.max_new_tokens.P=24", "sampling.max_new_tokens.A=24"]
+
+
+def tiny_config(tmp_path: Path, *overrides: str) -> DictConfig:
+    with initialize_config_dir(config_dir=CONF_DIR):
+        return compose("config", overrides=[*TINY_RUN, f"checkpoint.dir={tmp_path}/checkpoints", *overrides])
