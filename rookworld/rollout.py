@@ -6,6 +6,7 @@ A prompt is `[end-of-text] + encode(prompt_text)`, an exact token prefix of a tr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 
@@ -29,9 +30,11 @@ def prompt_ids(tokenizer, problem: Problem) -> list[int]:
 
 def generate_for_problems(policy, tokenizer, problems: list[Problem], max_new_tokens: dict[str, int], *,
                           greedy: bool = False, temperature: float = 1.0, top_k: int = 0,
-                          top_p: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
-    generation = generate(
-        policy,
+                          top_p: float = 1.0, generator: torch.Generator | None = None,
+                          decoder=None) -> Rollout:
+    """`decoder` (rookworld.model.fast_sampling: StaticDecoder on CUDA) replaces the plain sampler."""
+    sample = decoder.generate if decoder is not None else partial(generate, policy)
+    generation = sample(
         [prompt_ids(tokenizer, p) for p in problems],
         [int(max_new_tokens[p.task]) for p in problems],
         temperature=temperature,
