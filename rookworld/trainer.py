@@ -27,6 +27,7 @@ from rookworld.evaluate import EvalResult, evaluate
 from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
+from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import save_pretrained
 from rookworld.model.logprobs import token_logprobs
 from rookworld.optim import build_optimizer, lr_at, set_lr
@@ -132,6 +133,9 @@ class Trainer:
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
         self.last_eval: EvalResult | None = None
         self.last_eval_step = -1
+        # The fast sampler on CUDA (None = plain sampler); it owns its buffers and CUDA graphs across steps.
+        self.decoder = make_decoder(self.policy)
+        self.sync_phases = False  # True: exact per-phase times (a device sync per phase; the benchmark)
 
     # ---------------------------------------------------------------- the loop
     def fit(self) -> RunResult:
@@ -178,14 +182,14 @@ class Trainer:
 
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
-        timer = PhaseTimer(self.device)
+        timer = PhaseTimer(self.device, sync=self.sync_phases)
         problems = self.sampler.sample(self.cfg.prompts_per_step)
         rows = [p for p in problems for _ in range(self.cfg.grpo.group_size)]
         with timer("generation"), torch.no_grad(), self._autocast():
             rollout = generate_for_problems(
                 self.policy, self.tokenizer, rows, self.max_new_tokens,
                 temperature=self.cfg.sampling.temperature, top_k=self.cfg.sampling.top_k,
-                top_p=self.cfg.sampling.top_p, generator=self.generator)
+                top_p=self.cfg.sampling.top_p, generator=self.generator, decoder=self.decoder)
         with timer("scoring"):
             rewards, scored = self.score(rollout)
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
@@ -414,16 +418,17 @@ def reward_metrics(rows: list[Problem], rewards: torch.Tensor, scored: list) -> 
 
 
 class PhaseTimer:
-    """Wall time per phase of a step; synchronises CUDA only at phase boundaries."""
+    """Wall time per phase of a step. With `sync`, CUDA is synchronised at phase boundaries (exact
+    split); without, a phase's queued GPU work is counted in the next phase that waits for it."""
 
-    def __init__(self, device: torch.device):
-        self.device, self.seconds = device, {}
+    def __init__(self, device: torch.device, sync: bool = True):
+        self.device, self.sync, self.seconds = device, sync, {}
 
     @contextlib.contextmanager
     def __call__(self, phase: str):
         start = time.perf_counter()
         yield
-        if self.device.type == "cuda":
+        if self.sync and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.seconds[phase] = time.perf_counter() - start
 
