@@ -1,0 +1,560 @@
+"""`python -m rookworld.data.annotate`: positions -> engine-annotated JSONL (and A: test cases).
+
+Position sources (exactly one):
+  --fens FILE       one position per line: a FEN, optionally followed by UCI moves played from it
+                    (the annotated position is the one after the moves; they become its history)
+  --pgn FILE        positions sampled from the games of a PGN file (history = the game's moves)
+  --selfplay N      N positions from seeded Stockfish self-play with randomised move choice
+                    (random opening plies, softmax over MultiPV evals, epsilon-random moves) and
+                    random few-piece endgame starts
+  --arbiter N       N A: transitions for held-out evaluation, no engine: positions from --positions
+                    files plus seeded random-move games; quotas in ARBITER_QUOTAS over-sample
+                    terminal, illegal, castling, en-passant and promotion moves
+
+Each output line: {"fen", "history" (last <= 10 UCI moves, oldest first), "phase", "source",
+"candidates": [{"move", "eval"}] best-first (pawns, side-to-move POV), "engine", "depth"}.
+With --heldout M, whole games (never single positions) go to --heldout-output until it holds
+>= M positions, so train and held-out positions come from different games. Positions are
+deduplicated by (placement, side, castling, en passant) across both outputs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import io
+import json
+import math
+import random
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+import chess
+import chess.pgn
+
+from rookworld.engine import Engine
+
+HISTORY_LEN = 10
+ENDGAME_MAX_PIECES = 6  # non-pawn, non-king pieces of both sides (Lichess "divider" rule)
+OPENING_MAX_FULLMOVE = 10
+
+
+# -- helpers ---------------------------------------------------------------------------------------
+
+
+def open_text(path: str | Path, mode: str = "rt") -> IO[str]:
+    """Open plain or .gz text files alike."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
+    return open(path, mode, encoding="utf-8")
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    with open_text(path) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    if Path(path).suffix == ".gz":
+        # mtime=0 keeps the gzip bytes reproducible for the same records
+        raw = gzip.GzipFile(path, "wb", mtime=0)
+        f: IO[str] = io.TextIOWrapper(raw, encoding="utf-8")
+    else:
+        f = open(path, "w", encoding="utf-8")
+    with f:
+        for row in rows:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+            n += 1
+    return n
+
+
+def position_key(fen: str) -> str:
+    """Placement, side to move, castling, en passant: clocks do not make a new position."""
+    return " ".join(fen.split()[:4])
+
+
+def game_phase(board: chess.Board) -> str:
+    pieces = sum(
+        len(board.pieces(piece_type, color))
+        for piece_type in (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
+        for color in chess.COLORS
+    )
+    if pieces <= ENDGAME_MAX_PIECES:
+        return "endgame"
+    if board.fullmove_number <= OPENING_MAX_FULLMOVE:
+        return "opening"
+    return "middlegame"
+
+
+def recent_history(board: chess.Board, n: int = HISTORY_LEN) -> list[str]:
+    return [move.uci() for move in board.move_stack[-n:]]
+
+
+@dataclass
+class Sample:
+    """A position to annotate; `game` groups positions for the train/held-out split."""
+
+    board: chess.Board
+    source: str
+    game: int
+
+
+# -- position sources ------------------------------------------------------------------------------
+
+
+def fen_samples(path: str) -> Iterator[Sample]:
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            fields = line.split()
+            if not fields or fields[0].startswith("#"):
+                continue
+            if len(fields) < 6:
+                raise ValueError(f"{path}:{line_no}: expected a 6-field FEN, got {line.strip()!r}")
+            board = chess.Board(" ".join(fields[:6]))
+            for uci in fields[6:]:
+                move = chess.Move.from_uci(uci)
+                if move not in board.legal_moves:
+                    raise ValueError(f"{path}:{line_no}: illegal move {uci!r} in {board.fen()!r}")
+                board.push(move)
+            yield Sample(board, f"fens:{Path(path).name}", line_no)
+
+
+def pgn_samples(path: str, rng: random.Random, sample_rate: float) -> Iterator[Sample]:
+    with open_text(path) as f:
+        game_no = 0
+        while (game := chess.pgn.read_game(f)) is not None:
+            game_no += 1
+            board = game.board()
+            for move in game.mainline_moves():
+                board.push(move)
+                if not board.is_game_over() and rng.random() < sample_rate:
+                    yield Sample(board.copy(), f"pgn:{Path(path).name}", game_no)
+
+
+def random_endgame_board(rng: random.Random, max_extra: int = 5) -> chess.Board:
+    """A valid, not-yet-finished position with two kings and 1..max_extra other pieces."""
+    kinds = [chess.PAWN, chess.ROOK, chess.KNIGHT, chess.BISHOP, chess.QUEEN]
+    weights = [0.45, 0.2, 0.1, 0.1, 0.15]
+    while True:
+        board = chess.Board(None)
+        squares = rng.sample(chess.SQUARES, 2 + max_extra)
+        board.set_piece_at(squares[0], chess.Piece(chess.KING, chess.WHITE))
+        board.set_piece_at(squares[1], chess.Piece(chess.KING, chess.BLACK))
+        for square in squares[2 : 2 + rng.randint(1, max_extra)]:
+            kind = rng.choices(kinds, weights)[0]
+            if kind == chess.PAWN and chess.square_rank(square) in (0, 7):
+                continue
+            board.set_piece_at(square, chess.Piece(kind, rng.random() < 0.5))
+        board.turn = rng.random() < 0.5
+        if board.is_valid() and not board.is_game_over():
+            return board
+
+
+@dataclass
+class SelfPlayConfig:
+    temperature: float = 0.5  # pawns: softmax over MultiPV evals
+    epsilon: float = 0.03  # chance of a uniformly random legal move
+    record_prob: float = 0.2  # chance that a ply's position is kept
+    opening_record_prob: float = 0.4  # the same before move OPENING_MAX_FULLMOVE (many repeat)
+    max_plies: int = 160
+    max_opening_random_plies: int = 6
+    endgame_start_fraction: float = 0.2
+    resign_eval: float = 8.0  # pawns: a game this lopsided for resign_plies plies in a row ends
+    resign_plies: int = 4
+
+
+def choose_move(
+    board: chess.Board, player: Engine, rng: random.Random, cfg: SelfPlayConfig
+) -> tuple[chess.Move, float | None]:
+    """The move to play and the player's best eval (None for an epsilon-random move)."""
+    if rng.random() < cfg.epsilon:
+        return rng.choice(list(board.legal_moves)), None
+    candidates = player.analyse(board.fen())
+    top = max(c.eval for c in candidates)
+    weights = [math.exp((c.eval - top) / cfg.temperature) for c in candidates]
+    return chess.Move.from_uci(rng.choices(candidates, weights)[0].move), top
+
+
+def selfplay_game(
+    player: Engine, rng: random.Random, cfg: SelfPlayConfig, game: int
+) -> Iterator[Sample]:
+    from_endgame = rng.random() < cfg.endgame_start_fraction
+    board = random_endgame_board(rng) if from_endgame else chess.Board()
+    source = "selfplay-endgame" if from_endgame else "selfplay"
+    random_plies = 0 if from_endgame else rng.randint(0, cfg.max_opening_random_plies)
+    lopsided = 0
+    for ply in range(cfg.max_plies):
+        if board.is_game_over(claim_draw=True) or lopsided >= cfg.resign_plies:
+            return
+        keep = cfg.opening_record_prob if board.fullmove_number <= OPENING_MAX_FULLMOVE else cfg.record_prob
+        if ply >= random_plies and rng.random() < keep:
+            yield Sample(board.copy(), source, game)
+        if ply < random_plies:
+            board.push(rng.choice(list(board.legal_moves)))
+            continue
+        move, top = choose_move(board, player, rng, cfg)
+        if top is not None:
+            lopsided = lopsided + 1 if abs(top) >= cfg.resign_eval else 0
+        board.push(move)
+
+
+def selfplay_samples(player: Engine, rng: random.Random, cfg: SelfPlayConfig) -> Iterator[Sample]:
+    game = 0
+    while True:
+        game += 1
+        yield from selfplay_game(player, rng, cfg, game)
+
+
+# -- annotation ------------------------------------------------------------------------------------
+
+
+def annotation_record(sample: Sample, engine: Engine, engine_name: str) -> dict:
+    board = sample.board
+    candidates = engine.analyse(board.fen())
+    return {
+        "fen": board.fen(),
+        "history": recent_history(board),
+        "phase": game_phase(board),
+        "source": sample.source,
+        "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
+        "engine": engine_name,
+        "depth": engine.depth,
+    }
+
+
+class Progress:
+    """Rate and ETA lines on stderr, at most every `every` seconds."""
+
+    def __init__(self, total: int | None, every: float = 10.0) -> None:
+        self.total, self.every = total, every
+        self.start = self.last = time.monotonic()
+
+    def update(self, done: int, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < self.every:
+            return
+        self.last = now
+        rate = done / max(now - self.start, 1e-9)
+        eta = f", ETA {(self.total - done) / rate:.0f}s" if self.total and rate > 0 else ""
+        total = f"/{self.total}" if self.total else ""
+        print(f"annotated {done}{total} positions, {rate:.1f} pos/s{eta}", file=sys.stderr, flush=True)
+
+
+def annotate_samples(
+    samples: Iterable[Sample], engine: Engine, limit: int | None, progress: Progress
+) -> list[tuple[int, dict]]:
+    """(game, record) pairs for unique, unfinished positions, up to `limit` of them."""
+    engine_name = engine.name
+    seen: set[str] = set()
+    out: list[tuple[int, dict]] = []
+    for sample in samples:
+        if limit is not None and len(out) >= limit:
+            break
+        key = position_key(sample.board.fen())
+        if key in seen or sample.board.is_game_over():
+            continue
+        seen.add(key)
+        out.append((sample.game, annotation_record(sample, engine, engine_name)))
+        progress.update(len(out))
+    progress.update(len(out), force=True)
+    return out
+
+
+def split_by_game(
+    pairs: list[tuple[int, dict]], heldout: int, rng: random.Random
+) -> tuple[list[dict], list[dict]]:
+    """Whole games go to held-out (in random order) until it has >= `heldout` positions."""
+    sizes = Counter(game for game, _ in pairs)
+    games = sorted(sizes)
+    rng.shuffle(games)
+    chosen: set[int] = set()
+    count = 0
+    for game in games:
+        if count >= heldout:
+            break
+        chosen.add(game)
+        count += sizes[game]
+    train = [rec for game, rec in pairs if game not in chosen]
+    held = [rec for game, rec in pairs if game in chosen]
+    return train, held
+
+
+# -- A: held-out cases (python-chess only) ---------------------------------------------------------
+
+ARBITER_QUOTAS = {  # fractions of --arbiter N; "normal" takes the rest
+    "checkmate": 0.10,
+    "stalemate": 0.05,
+    "insufficient": 0.05,
+    "seventyfive_moves": 0.01,
+    "illegal": 0.20,
+    "castling": 0.07,
+    "en_passant": 0.07,
+    "promotion": 0.07,
+}
+
+
+def legal_move_case(board: chess.Board, move: chess.Move) -> str:
+    """Case label of a legal move; terminal outcomes take precedence over move kinds."""
+    kind = "normal"
+    if board.is_castling(move):
+        kind = "castling"
+    elif board.is_en_passant(move):
+        kind = "en_passant"
+    elif move.promotion:
+        kind = "promotion"
+    board.push(move)
+    try:
+        if board.is_checkmate():
+            return "checkmate"
+        if board.is_stalemate():
+            return "stalemate"
+        if board.is_insufficient_material():
+            return "insufficient"
+        if board.is_seventyfive_moves():
+            return "seventyfive_moves"
+        return kind
+    finally:
+        board.pop()
+
+
+def illegal_moves(board: chess.Board, rng: random.Random) -> list[tuple[chess.Move, str]]:
+    """A sample of illegal moves of several kinds, each with its kind."""
+    us = board.turn
+    legal = set(board.legal_moves)
+    found: list[tuple[chess.Move, str]] = []
+    for move in board.pseudo_legal_moves:
+        if move in legal:
+            continue
+        piece = board.piece_at(move.from_square)
+        if piece and piece.piece_type == chess.KING:
+            kind = "castle_through_check" if board.is_castling(move) else "king_into_check"
+        elif board.is_check():
+            kind = "ignores_check"
+        else:
+            kind = "pinned_piece"
+        found.append((move, kind))
+    own = list(chess.SquareSet(board.occupied_co[us]))
+    theirs = list(chess.SquareSet(board.occupied_co[not us]))
+    empty = list(chess.SquareSet(~board.occupied))
+    if len(own) > 1:
+        a, b = rng.sample(own, 2)
+        found.append((chess.Move(a, b), "own_piece_on_target"))
+    if empty:
+        found.append((chess.Move(rng.choice(empty), rng.choice(own + theirs)), "empty_from_square"))
+    flipped = board.copy(stack=False)
+    flipped.turn = not us
+    wrong_side = [m for m in flipped.pseudo_legal_moves if m not in legal]
+    if wrong_side:
+        found.append((rng.choice(wrong_side), "wrong_side"))
+    for _ in range(20):
+        from_sq = rng.choice(own)
+        to_sq = rng.choice(chess.SQUARES)
+        move = chess.Move(from_sq, to_sq)
+        if from_sq != to_sq and move not in legal and not board.is_pseudo_legal(move):
+            if board.color_at(to_sq) != us:
+                found.append((move, "impossible_geometry"))
+                break
+    found += [(chess.Move(m.from_square, m.to_square), "missing_promotion") for m in legal if m.promotion == chess.QUEEN]
+    return found
+
+
+def random_game_positions(rng: random.Random, n_games: int) -> Iterator[chess.Board]:
+    """Positions of random-move games, biased to captures, promotions and pawn moves so that
+    endgames, promotions and en-passant chances come up often."""
+    for game in range(n_games):
+        board = random_endgame_board(rng) if game % 3 == 0 else chess.Board()
+        for _ in range(rng.randint(4, 200)):
+            if board.is_game_over():
+                break
+            moves = list(board.legal_moves)
+            forcing = [m for m in moves if board.is_capture(m) or m.promotion]
+            pawn = [m for m in moves if board.piece_type_at(m.from_square) == chess.PAWN]
+            pick = rng.random()
+            pool = forcing if pick < 0.4 and forcing else pawn if pick < 0.7 and pawn else moves
+            board.push(rng.choice(pool))
+            yield board
+
+
+def arbiter_row(
+    board: chess.Board, history: list[str], move: chess.Move, case: str, detail: str, source: str
+) -> dict:
+    return {
+        "fen": board.fen(),
+        "history_before": history[-HISTORY_LEN:],
+        "move": move.uci(),
+        "case": case,
+        "detail": detail,
+        "source": source,
+    }
+
+
+def classify_position(board: chess.Board, rng: random.Random) -> dict[str, list[tuple[chess.Move, str]]]:
+    """(move, detail) options per case reachable from this position; illegal moves are keyed
+    "illegal:<kind>" so that every kind can get its share."""
+    options: dict[str, list[tuple[chess.Move, str]]] = {}
+    for move in list(board.legal_moves):
+        options.setdefault(legal_move_case(board, move), []).append((move, ""))
+    for move, kind in illegal_moves(board, rng):
+        options.setdefault(f"illegal:{kind}", []).append((move, kind))
+    return options
+
+
+def with_seventyfive_clock(board: chess.Board) -> chess.Board:
+    """Same position one quiet move away from the 75-move rule (a rare but real terminal)."""
+    clocked = board.copy(stack=False)
+    clocked.halfmove_clock = 149
+    return clocked
+
+
+Positions = list[tuple[chess.Board, list[str]]]  # (board, history before it)
+
+
+def case_pools(positions: Positions, rng: random.Random, exclude: set[str], source: str) -> dict[str, list[dict]]:
+    """One random row per (position, case), grouped by case."""
+    pools: dict[str, list[dict]] = {}
+    for board, history in positions:
+        if position_key(board.fen()) in exclude or board.is_game_over():
+            continue
+        variants = [(board, None)]
+        if rng.random() < 0.02:
+            variants.append((with_seventyfive_clock(board), "seventyfive_moves"))
+        for variant, only in variants:
+            for case, options in classify_position(variant, rng).items():
+                if only is None or case == only:
+                    move, detail = rng.choice(options)
+                    row = arbiter_row(variant, history, move, case.split(":")[0], detail, source)
+                    pools.setdefault(case, []).append(row)
+    return pools
+
+
+def take_rows(pools: dict[str, list[dict]], case: str, want: int, rng: random.Random) -> list[dict]:
+    """Up to `want` rows of `case`; illegal rows spread as evenly as possible over the kinds."""
+    if case != "illegal":
+        pool = pools.get(case, [])
+        return rng.sample(pool, min(want, len(pool)))
+    kinds = {key: rng.sample(rows, len(rows)) for key, rows in pools.items() if key.startswith("illegal:")}
+    taken: list[dict] = []
+    while len(taken) < want and any(kinds.values()):
+        for key in sorted(kinds):
+            if kinds[key] and len(taken) < want:
+                taken.append(kinds[key].pop())
+    return taken
+
+
+def build_arbiter_cases(
+    realistic: Positions, synthetic: Positions, n: int, rng: random.Random, exclude: set[str]
+) -> list[dict]:
+    """n A: rows over-sampling terminal, illegal and special moves (quotas in ARBITER_QUOTAS).
+    Each case is filled from the realistic (game) positions first, then from the synthetic ones."""
+    pool_sets = [case_pools(realistic, rng, exclude, "selfplay"), case_pools(synthetic, rng, exclude, "random-game")]
+    wants = {case: math.ceil(fraction * n) for case, fraction in ARBITER_QUOTAS.items()}
+    wants["normal"] = n - sum(wants.values())
+    rows: list[dict] = []
+    for case, want in wants.items():
+        taken: list[dict] = []
+        for pools in pool_sets:
+            taken += take_rows(pools, case, want - len(taken), rng)
+        if len(taken) < want:
+            raise RuntimeError(f"only {len(taken)} {case!r} moves found, need {want}: add positions")
+        rows += taken
+    rng.shuffle(rows)
+    return rows
+
+
+def random_game_boards(rng: random.Random, n_games: int) -> Positions:
+    """Positions of seeded random-move games, with the moves that led to them."""
+    return [(board.copy(stack=False), recent_history(board)) for board in random_game_positions(rng, n_games)]
+
+
+# -- CLI -------------------------------------------------------------------------------------------
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m rookworld.data.annotate", description=__doc__.split("\n\n")[0]
+    )
+    source = parser.add_mutually_exclusive_group(required=True)
+    source.add_argument("--fens", help="file: FEN [uci moves played from it] per line")
+    source.add_argument("--pgn", help="PGN file; positions sampled at --pgn-sample-rate")
+    source.add_argument("--selfplay", type=int, metavar="N", help="number of self-play positions")
+    source.add_argument("--arbiter", type=int, metavar="N", help="number of A: held-out rows")
+    parser.add_argument("--output", required=True, help="JSONL output (.gz compresses)")
+    parser.add_argument("--heldout", type=int, default=0, help="positions (whole games) held out")
+    parser.add_argument("--heldout-output", help="JSONL output of the held-out games")
+    parser.add_argument("--positions", nargs="*", default=[], help="--arbiter: annotated JSONL inputs")
+    parser.add_argument("--exclude", nargs="*", default=[], help="--arbiter: JSONL whose positions to skip")
+    parser.add_argument("--random-games", type=int, default=400, help="--arbiter: random-move games")
+    parser.add_argument("--engine-path", default="/usr/games/stockfish")
+    parser.add_argument("--depth", type=int, default=10, help="annotation depth")
+    parser.add_argument("--play-depth", type=int, default=6, help="self-play move-choice depth")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--hash-mb", type=int, default=16)
+    parser.add_argument("--multipv", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--pgn-sample-rate", type=float, default=0.2)
+    parser.add_argument("--max-positions", type=int, help="stop after this many (fens / pgn)")
+    parser.add_argument("--temperature", type=float, default=0.5, help="self-play softmax, pawns")
+    parser.add_argument("--epsilon", type=float, default=0.03, help="self-play random-move rate")
+    parser.add_argument("--record-prob", type=float, default=0.2, help="self-play ply keep rate")
+    parser.add_argument("--opening-record-prob", type=float, default=0.4, help="keep rate, moves 1-10")
+    parser.add_argument("--endgame-start-fraction", type=float, default=0.2, help="games from random endgames")
+    parser.add_argument("--max-plies", type=int, default=160, help="self-play game length cap")
+    parser.add_argument("--resign-eval", type=float, default=8.0, help="pawns: lopsided-game threshold")
+    parser.add_argument("--resign-plies", type=int, default=4, help="lopsided plies in a row that end a game")
+    args = parser.parse_args(argv)
+    if args.heldout and not args.heldout_output:
+        parser.error("--heldout needs --heldout-output")
+    return args
+
+
+def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:
+    records = [r for path in args.positions for r in read_jsonl(path)]
+    exclude = {position_key(r["fen"]) for path in args.exclude for r in read_jsonl(path)}
+    realistic = [(chess.Board(r["fen"]), list(r.get("history", []))) for r in records]
+    rows = build_arbiter_cases(realistic, random_game_boards(rng, args.random_games), args.arbiter, rng, exclude)
+    write_jsonl(args.output, rows)
+    print(f"wrote {len(rows)} A: rows to {args.output}", file=sys.stderr)
+
+
+def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
+    engine = Engine(args.engine_path, depth=args.depth, threads=args.threads,
+                    hash_mb=args.hash_mb, multipv=args.multipv)
+    with engine:
+        if args.selfplay is not None:
+            cfg = SelfPlayConfig(args.temperature, args.epsilon, args.record_prob, args.opening_record_prob,
+                                 args.max_plies, endgame_start_fraction=args.endgame_start_fraction,
+                                 resign_eval=args.resign_eval, resign_plies=args.resign_plies)
+            player = Engine(args.engine_path, depth=args.play_depth, threads=args.threads,
+                            hash_mb=args.hash_mb, multipv=args.multipv)
+            with player:
+                samples = selfplay_samples(player, rng, cfg)
+                pairs = annotate_samples(samples, engine, args.selfplay, Progress(args.selfplay))
+        else:
+            samples = fen_samples(args.fens) if args.fens else pgn_samples(args.pgn, rng, args.pgn_sample_rate)
+            pairs = annotate_samples(samples, engine, args.max_positions, Progress(args.max_positions))
+    train, held = split_by_game(pairs, args.heldout, rng)
+    write_jsonl(args.output, train)
+    if args.heldout_output:
+        write_jsonl(args.heldout_output, held)
+    print(f"wrote {len(train)} positions to {args.output}"
+          + (f", {len(held)} to {args.heldout_output}" if args.heldout_output else ""), file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = parse_args(argv)
+    rng = random.Random(args.seed)
+    if args.arbiter is not None:
+        run_arbiter(args, rng)
+    else:
+        run_annotation(args, rng)
+
+
+if __name__ == "__main__":
+    main()

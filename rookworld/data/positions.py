@@ -1,0 +1,301 @@
+"""Loaders of P: and A: problems, and the seeded task-mix sampler the training loop draws from.
+
+Sources (the `source` argument of the loaders):
+  None                  the bundled files in rookworld/data/bundled/ (README.md there)
+  a path                a JSONL(.gz) file: annotated positions (P:, A: train) or A: cases (A: held-out)
+  a mapping / DictConfig  a `data` config (conf/data/*.yaml): `kind: bundled` with optional paths, or
+                        `kind: rookworld7m` (the published dataset, rookworld/data/rookworld7m.py)
+
+A: training transitions are built from the training positions: a seeded sample of `size` of them
+(None = all; the python-chess truths cost ~0.2 ms per transition, so the default keeps start-up
+fast), then for each, in file order, with probability `illegal_fraction` an illegal move (of the
+kinds in annotate.illegal_moves), else a uniformly random legal move, all drawn from one
+random.Random(seed). History = the position's history + [move], trimmed to the last 10 moves.
+Ground truth always comes from python-chess (rookworld.tasks.arbiter_truth), never from a
+stored label.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import chess
+
+from rookworld.data.annotate import HISTORY_LEN, illegal_moves, read_jsonl
+from rookworld.tasks import (
+    ArbiterTruth,
+    Candidate,
+    PolicyTruth,
+    Problem,
+    arbiter_problem,
+    arbiter_truth,
+    policy_problem,
+)
+
+BUNDLED_DIR = Path(__file__).parent / "bundled"
+BUNDLED = {
+    "policy_train": BUNDLED_DIR / "train.jsonl.gz",
+    "policy_heldout": BUNDLED_DIR / "heldout.jsonl",
+    "arbiter_heldout": BUNDLED_DIR / "heldout_arbiter.jsonl",
+}
+SPLITS = ("train", "heldout")
+DEFAULT_ILLEGAL_FRACTION = 0.1
+DEFAULT_ARBITER_SEED = 0
+DEFAULT_ARBITER_TRAIN_SIZE = 2000
+
+Source = str | Path | Mapping | None
+
+
+# -- P: --------------------------------------------------------------------------------------------
+
+
+def policy_truth_from_record(record: dict) -> PolicyTruth:
+    candidates = tuple(Candidate(c["move"], float(c["eval"])) for c in record["candidates"])
+    return PolicyTruth(fen=record["fen"], candidates=candidates)
+
+
+def load_policy_problems(split: str, source: Source = None) -> list[Problem]:
+    """P: problems of `split` ("train" | "heldout"), in file order."""
+    _check_split(split)
+    if isinstance(source, Mapping):
+        return _policy_from_config(split, source)
+    path = Path(source) if source is not None else BUNDLED[f"policy_{split}"]
+    return list(_policy_problems_cached(*_file_key(path)))
+
+
+@lru_cache(maxsize=8)
+def _policy_problems_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
+    records = read_jsonl(path)
+    return tuple(policy_problem(policy_truth_from_record(r)) for r in records if r["candidates"])
+
+
+# -- A: --------------------------------------------------------------------------------------------
+
+
+def arbiter_problem_from_case(row: dict) -> Problem:
+    """A held-out case row {"fen", "history_before", "move", ...} -> Problem (truth recomputed)."""
+    history = (list(row["history_before"]) + [row["move"]])[-HISTORY_LEN:]
+    return arbiter_problem(arbiter_truth(row["fen"], row["move"], history))
+
+
+def pick_arbiter_move(board: chess.Board, rng: random.Random, illegal_fraction: float) -> str:
+    """An illegal move with probability `illegal_fraction` (always when no move is legal), else a
+    uniformly random legal one (rejection sampling over pseudo-legal moves: no full legal list)."""
+    pseudo = list(board.generate_pseudo_legal_moves())
+    if rng.random() < illegal_fraction or not any(board.is_legal(m) for m in pseudo):
+        return rng.choice(illegal_moves(board, rng))[0].uci()
+    while True:
+        move = rng.choice(pseudo)
+        if board.is_legal(move):
+            return move.uci()
+
+
+def arbiter_truths_from_positions(
+    records: list[dict], illegal_fraction: float, seed: int, size: int | None = None
+) -> list[ArbiterTruth]:
+    if size is not None and size < len(records):
+        keep = sorted(random.Random(f"{seed}:subset").sample(range(len(records)), size))
+        records = [records[i] for i in keep]
+    rng = random.Random(seed)
+    truths = []
+    for record in records:
+        move = pick_arbiter_move(chess.Board(record["fen"]), rng, illegal_fraction)
+        history = (list(record.get("history", [])) + [move])[-HISTORY_LEN:]
+        truths.append(arbiter_truth(record["fen"], move, history))
+    return truths
+
+
+def load_arbiter_problems(
+    split: str,
+    source: Source = None,
+    *,
+    illegal_fraction: float = DEFAULT_ILLEGAL_FRACTION,
+    seed: int = DEFAULT_ARBITER_SEED,
+    size: int | None = DEFAULT_ARBITER_TRAIN_SIZE,
+) -> list[Problem]:
+    """A: problems. "heldout": the A: case file (all rows); "train": built from `size` training
+    positions (None = all)."""
+    _check_split(split)
+    if isinstance(source, Mapping):
+        return _arbiter_from_config(split, source)
+    if not 0.0 <= illegal_fraction <= 1.0:
+        raise ValueError(f"data.arbiter_illegal_fraction must be in [0, 1], got {illegal_fraction!r}")
+    if size is not None and size < 1:
+        raise ValueError(f"data.arbiter_train_size must be >= 1 or null, got {size!r}")
+    if split == "heldout":
+        path = Path(source) if source is not None else BUNDLED["arbiter_heldout"]
+        return list(_arbiter_cases_cached(*_file_key(path)))
+    path = Path(source) if source is not None else BUNDLED["policy_train"]
+    return list(_arbiter_train_cached(*_file_key(path), illegal_fraction, seed, size))
+
+
+@lru_cache(maxsize=8)
+def _arbiter_cases_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
+    return tuple(arbiter_problem_from_case(row) for row in read_jsonl(path))
+
+
+@lru_cache(maxsize=8)
+def _arbiter_train_cached(
+    path: str, mtime_ns: int, illegal_fraction: float, seed: int, size: int | None
+) -> tuple[Problem, ...]:
+    truths = arbiter_truths_from_positions(read_jsonl(path), illegal_fraction, seed, size)
+    return tuple(arbiter_problem(t) for t in truths)
+
+
+# -- data config dispatch --------------------------------------------------------------------------
+
+
+def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
+    if _kind(cfg) == "rookworld7m" and (split == "train" or cfg.get("heldout", "bundled") == "hub"):
+        from rookworld.data.rookworld7m import load_rookworld7m_config
+
+        return list(load_rookworld7m_config(split, cfg).policy)
+    return load_policy_problems(split, cfg.get(f"policy_{split}"))
+
+
+def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
+    if _kind(cfg) == "rookworld7m" and (split == "train" or cfg.get("heldout", "bundled") == "hub"):
+        from rookworld.data.rookworld7m import load_rookworld7m_config
+
+        return list(load_rookworld7m_config(split, cfg).arbiter)
+    path = cfg.get(f"arbiter_{split}") or (cfg.get("policy_train") if split == "train" else None)
+    return load_arbiter_problems(
+        split,
+        path,
+        illegal_fraction=float(cfg.get("arbiter_illegal_fraction", DEFAULT_ILLEGAL_FRACTION)),
+        seed=int(cfg.get("arbiter_seed", DEFAULT_ARBITER_SEED)),
+        size=cfg.get("arbiter_train_size", DEFAULT_ARBITER_TRAIN_SIZE),
+    )
+
+
+def _kind(cfg: Mapping) -> str:
+    kind = cfg.get("kind", "bundled")
+    if kind not in ("bundled", "rookworld7m"):
+        raise ValueError(f"data.kind must be bundled | rookworld7m, got {kind!r}")
+    return kind
+
+
+def _check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+
+
+def _file_key(path: Path) -> tuple[str, int]:
+    if not path.is_file():
+        raise FileNotFoundError(f"data file not found: {str(path)!r}")
+    return str(path.resolve()), path.stat().st_mtime_ns
+
+
+# -- task-mix sampling -----------------------------------------------------------------------------
+
+
+class ProblemSampler:
+    """Seeded task-mix sampler with epoch-style shuffling and resumable state.
+
+    Each task's problems are visited in a fresh permutation per epoch (derived from
+    (seed, task, epoch)), without replacement within an epoch. Task counts per batch follow the
+    weights exactly in the long run: each task accumulates n * weight of credit per batch and
+    gets floor(credit) slots, the leftover slots going to the largest remainders. The batch order is
+    then shuffled by an rng derived from (seed, batch index).
+    """
+
+    def __init__(
+        self,
+        policy_problems: list[Problem],
+        arbiter_problems: list[Problem],
+        weights: Mapping[str, float] | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.problems = {"P": list(policy_problems), "A": list(arbiter_problems)}
+        self.weights = _validate_weights(dict(weights or {"P": 0.8, "A": 0.2}), self.problems)
+        self.seed = int(seed)
+        self._epoch = {task: 0 for task in self.problems}
+        self._cursor = {task: 0 for task in self.problems}
+        self._credit = {task: 0.0 for task in self.problems}
+        self._batches = 0
+        self._orders = {task: self._order(task, 0) for task in self.problems}
+
+    def sample(self, n: int) -> list[Problem]:
+        if n < 0:
+            raise ValueError(f"sample size must be >= 0, got {n!r}")
+        batch = [p for task, count in self._task_counts(n).items() for p in self._take(task, count)]
+        random.Random(f"{self.seed}:batch:{self._batches}").shuffle(batch)
+        self._batches += 1
+        return batch
+
+    def _task_counts(self, n: int) -> dict[str, int]:
+        for task, weight in self.weights.items():
+            self._credit[task] += n * weight
+        counts = {task: max(0, math.floor(self._credit[task] + 1e-9)) for task in self.weights}
+        leftover = n - sum(counts.values())
+        active = [task for task, weight in self.weights.items() if weight > 0]
+        for task in sorted(active, key=lambda t: (counts[t] - self._credit[t], t))[:leftover]:
+            counts[task] += 1
+        for task, count in counts.items():
+            self._credit[task] -= count
+        return counts
+
+    def _take(self, task: str, count: int) -> list[Problem]:
+        out = []
+        for _ in range(count):
+            if self._cursor[task] == len(self._orders[task]):
+                self._epoch[task] += 1
+                self._cursor[task] = 0
+                self._orders[task] = self._order(task, self._epoch[task])
+            out.append(self.problems[task][self._orders[task][self._cursor[task]]])
+            self._cursor[task] += 1
+        return out
+
+    def _order(self, task: str, epoch: int) -> list[int]:
+        order = list(range(len(self.problems[task])))
+        random.Random(f"{self.seed}:{task}:{epoch}").shuffle(order)
+        return order
+
+    def epoch(self, task: str) -> int:
+        """Completed passes over `task`'s problems."""
+        return self._epoch[task]
+
+    def state_dict(self) -> dict[str, Any]:
+        return {
+            "seed": self.seed,
+            "weights": dict(self.weights),
+            "sizes": {task: len(p) for task, p in self.problems.items()},
+            "epoch": dict(self._epoch),
+            "cursor": dict(self._cursor),
+            "credit": dict(self._credit),
+            "batches": self._batches,
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        sizes = {task: len(p) for task, p in self.problems.items()}
+        if dict(state["sizes"]) != sizes:
+            raise ValueError(f"sampler state is for problem counts {dict(state['sizes'])}, these are {sizes}")
+        self.seed = int(state["seed"])
+        self.weights = _validate_weights(dict(state["weights"]), self.problems)
+        self._epoch = dict(state["epoch"])
+        self._cursor = dict(state["cursor"])
+        self._credit = dict(state["credit"])
+        self._batches = int(state["batches"])
+        self._orders = {task: self._order(task, self._epoch[task]) for task in self.problems}
+
+
+def _validate_weights(weights: dict[str, float], problems: Mapping[str, list]) -> dict[str, float]:
+    unknown = set(weights) - set(problems)
+    if unknown:
+        raise ValueError(f"task_mix has unknown tasks {sorted(unknown)}; expected P and A")
+    full = {task: float(weights.get(task, 0.0)) for task in problems}
+    for task, weight in full.items():
+        if not math.isfinite(weight) or weight < 0:
+            raise ValueError(f"task_mix.{task} must be a finite number >= 0, got {weight!r}")
+    total = sum(full.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"task_mix weights must sum to 1, got {total!r} ({full})")
+    for task, weight in full.items():
+        if weight > 0 and not problems[task]:
+            raise ValueError(f"task_mix.{task}={weight!r} but there are no {task}: problems")
+    return full

@@ -1,0 +1,221 @@
+"""Stockfish wrapper: one persistent UCI process, an LRU analysis cache, and reliable shutdown.
+
+`Engine.analyse(fen)` returns the MultiPV candidates ranked best-first for the side to move, with
+evals in pawns from the side-to-move's point of view (mate in n -> +-(1000 - n/100)), the
+convention of the published RookWorld data (see shared/spec/tasks.md).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import threading
+import weakref
+from collections import OrderedDict
+
+import chess
+import chess.engine
+
+from rookworld.tasks import Candidate
+
+MATE_BASE = 1000.0
+
+
+class EngineNotFoundError(FileNotFoundError):
+    """The Stockfish binary is missing or not executable."""
+
+
+_live_finalizers: set[weakref.finalize] = set()
+
+
+def _close_all_engines() -> None:
+    for finalizer in list(_live_finalizers):
+        finalizer()
+
+
+# python-chess runs each engine's event loop on a non-daemon thread, and the interpreter joins
+# non-daemon threads *before* plain atexit hooks run: a forgotten engine would hang the exit.
+# threading's own pre-join hook (also used by concurrent.futures) runs early enough.
+try:
+    threading._register_atexit(_close_all_engines)  # type: ignore[attr-defined]
+except (AttributeError, RuntimeError):  # pragma: no cover - other interpreters
+    import atexit
+
+    atexit.register(_close_all_engines)
+
+
+def _shutdown(simple_engine: chess.engine.SimpleEngine, finalizer_box: list) -> None:
+    try:
+        simple_engine.quit()
+    except Exception:
+        pass  # already dead, or busy past the timeout: close() below kills it
+    finally:
+        simple_engine.close()
+        _live_finalizers.difference_update(finalizer_box)
+
+
+def resolve_engine_path(path: str) -> str:
+    """Absolute path of an executable engine, or EngineNotFoundError naming the config key."""
+    found = shutil.which(path) if os.sep not in path else path
+    if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
+        raise EngineNotFoundError(
+            f"Stockfish not found at {path!r} (set engine.path=/path/to/stockfish; "
+            "on Debian: apt-get install stockfish -> /usr/games/stockfish)"
+        )
+    return found
+
+
+def score_to_pawns(score: chess.engine.Score) -> float:
+    """Pawns from the POV the score was taken in; mate in n -> +-(1000 - n/100)."""
+    mate = score.mate()
+    if mate is None:
+        return round(score.score() / 100, 2)
+    if mate > 0:
+        return round(MATE_BASE - mate / 100, 2)
+    return round(-MATE_BASE - mate / 100, 2)  # mated in |mate|: -(1000 - |mate|/100)
+
+
+class Engine:
+    """Persistent Stockfish process with a per-(fen, limit) LRU cache.
+
+    Exactly one of `depth` / `time_limit` (seconds) must be set. The process starts on the first
+    analysis (or on `__enter__`) and is stopped by `close()`, by garbage collection, or at
+    interpreter exit, whichever comes first.
+    """
+
+    def __init__(
+        self,
+        path: str = "/usr/games/stockfish",
+        depth: int | None = 10,
+        time_limit: float | None = None,
+        threads: int = 1,
+        hash_mb: int = 16,
+        multipv: int = 5,
+        cache_size: int = 100_000,
+        timeout: float = 30.0,
+    ) -> None:
+        _validate_limits(depth, time_limit)
+        for name, value in (("threads", threads), ("hash_mb", hash_mb), ("multipv", multipv)):
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"engine.{name} must be a positive integer, got {value!r}")
+        if cache_size < 0:
+            raise ValueError(f"engine.cache_size must be >= 0, got {cache_size!r}")
+        self.path = resolve_engine_path(path)
+        self.depth = depth
+        self.time_limit = time_limit
+        self.threads = threads
+        self.hash_mb = hash_mb
+        self.multipv = multipv
+        self.cache_size = cache_size
+        self.timeout = timeout
+        self.cache_hits = 0
+        self.cache_misses = 0
+        self._cache: OrderedDict[tuple, tuple[Candidate, ...]] = OrderedDict()
+        self._engine: chess.engine.SimpleEngine | None = None
+        self._finalizer: weakref.finalize | None = None
+        self._lock = threading.Lock()
+
+    # -- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            if self._engine is not None:
+                return
+            try:
+                engine = chess.engine.SimpleEngine.popen_uci(self.path, timeout=self.timeout)
+            except (FileNotFoundError, PermissionError) as exc:
+                raise EngineNotFoundError(str(exc)) from None
+            box: list = []
+            finalizer = weakref.finalize(self, _shutdown, engine, box)
+            box.append(finalizer)
+            _live_finalizers.add(finalizer)
+            self._engine, self._finalizer = engine, finalizer
+            engine.configure({"Threads": self.threads, "Hash": self.hash_mb})
+
+    def close(self) -> None:
+        """Stop the engine process. Idempotent; the cache survives, a later analyse restarts."""
+        with self._lock:
+            if self._finalizer is not None:
+                self._finalizer()
+            self._engine, self._finalizer = None, None
+
+    def __enter__(self) -> Engine:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @property
+    def pid(self) -> int | None:
+        """OS process id of the running engine, None when not started."""
+        return None if self._engine is None else self._engine.transport.get_pid()
+
+    @property
+    def name(self) -> str:
+        """Engine identification, e.g. 'Stockfish 15.1' (starts the engine)."""
+        return self._running().id.get("name", "unknown")
+
+    # -- analysis --------------------------------------------------------------------------------
+
+    @property
+    def limit(self) -> chess.engine.Limit:
+        return chess.engine.Limit(depth=self.depth, time=self.time_limit)
+
+    def analyse(self, fen: str) -> tuple[Candidate, ...]:
+        """Up to `multipv` candidates, best first, evals in pawns for the side to move."""
+        key = (fen, self.depth, self.time_limit, self.multipv)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.cache_hits += 1
+            self._cache.move_to_end(key)
+            return cached
+        self.cache_misses += 1
+        candidates = self._analyse_uncached(chess.Board(fen))
+        if self.cache_size:
+            self._cache[key] = candidates
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+        return candidates
+
+    def _analyse_uncached(self, board: chess.Board) -> tuple[Candidate, ...]:
+        n_legal = board.legal_moves.count()
+        if n_legal == 0:
+            return ()
+        multipv = min(self.multipv, n_legal)
+        try:
+            infos = self._running().analyse(board, self.limit, multipv=multipv)
+        except chess.engine.EngineTerminatedError:
+            self.close()  # the process died (crash, OOM kill): one fresh start, then give up
+            infos = self._running().analyse(board, self.limit, multipv=multipv)
+        return _candidates_from_infos(infos, board.turn)
+
+    def _running(self) -> chess.engine.SimpleEngine:
+        self.start()
+        assert self._engine is not None
+        return self._engine
+
+
+def _validate_limits(depth: int | None, time_limit: float | None) -> None:
+    if (depth is None) == (time_limit is None):
+        raise ValueError(
+            f"set exactly one of engine.depth / engine.time_limit, got depth={depth!r}, "
+            f"time_limit={time_limit!r}"
+        )
+    if depth is not None and (not isinstance(depth, int) or depth < 1):
+        raise ValueError(f"engine.depth must be a positive integer, got {depth!r}")
+    if time_limit is not None and not time_limit > 0:
+        raise ValueError(f"engine.time_limit must be > 0 seconds, got {time_limit!r}")
+
+
+def _candidates_from_infos(infos: list[dict], turn: chess.Color) -> tuple[Candidate, ...]:
+    ranked = sorted((info for info in infos if info.get("pv")), key=lambda i: i.get("multipv", 1))
+    seen: set[str] = set()
+    candidates = []
+    for info in ranked:
+        move = info["pv"][0].uci()
+        if move in seen:
+            continue
+        seen.add(move)
+        candidates.append(Candidate(move=move, eval=score_to_pawns(info["score"].pov(turn))))
+    return tuple(candidates)

@@ -1,0 +1,322 @@
+"""Bundled data, loaders, the task-mix sampler, the annotate CLI and the rookworld_7m loader."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter
+from pathlib import Path
+
+import chess
+import pytest
+from omegaconf import OmegaConf
+
+from rookworld.data import annotate, positions, rookworld7m
+from rookworld.data.annotate import position_key, read_jsonl
+from rookworld.data.positions import (
+    BUNDLED,
+    ProblemSampler,
+    load_arbiter_problems,
+    load_policy_problems,
+)
+from rookworld.data.rookworld7m import DatasetUnavailableError, load_rookworld7m
+from rookworld.tasks import ArbiterTruth, PolicyTruth
+
+STOCKFISH = "/usr/games/stockfish"
+needs_stockfish = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
+CONF = Path(__file__).resolve().parents[1] / "conf"
+
+
+def clear_caches() -> None:
+    for cached in (positions._policy_problems_cached, positions._arbiter_cases_cached, positions._arbiter_train_cached):
+        cached.cache_clear()
+
+
+# -- bundled files ---------------------------------------------------------------------------------
+
+
+def load_everything_uncached() -> float:
+    clear_caches()
+    start = time.perf_counter()
+    loaded = [
+        load_policy_problems("train"),
+        load_policy_problems("heldout"),
+        load_arbiter_problems("train"),
+        load_arbiter_problems("heldout"),
+    ]
+    assert all(loaded)
+    return time.perf_counter() - start
+
+
+def test_bundled_files_load_in_under_a_second() -> None:
+    elapsed = min(load_everything_uncached() for _ in range(2))  # best of 2: the CPUs are shared
+    assert elapsed < 1.0, f"bundled data took {elapsed:.2f}s to load"
+
+
+def test_bundled_policy_counts_disjointness_and_schema() -> None:
+    train, held = read_jsonl(BUNDLED["policy_train"]), read_jsonl(BUNDLED["policy_heldout"])
+    assert len(train) >= 5000 and len(held) >= 500
+    train_keys = {position_key(r["fen"]) for r in train}
+    assert len(train_keys) == len(train)
+    assert train_keys.isdisjoint(position_key(r["fen"]) for r in held)
+    for records in (train, held):
+        assert {r["phase"] for r in records} == {"opening", "middlegame", "endgame"}
+        assert len({r["source"] for r in records}) >= 2
+    for record in train[::50] + held[::10]:
+        board = chess.Board(record["fen"])
+        evals = [c["eval"] for c in record["candidates"]]
+        assert evals == sorted(evals, reverse=True) and 1 <= len(evals) <= 5
+        assert all(chess.Move.from_uci(c["move"]) in board.legal_moves for c in record["candidates"])
+        assert len(record["history"]) <= 10 and record["engine"].startswith("Stockfish")
+
+
+def test_bundled_phase_mix_and_history_coverage() -> None:
+    train = read_jsonl(BUNDLED["policy_train"])
+    phases = Counter(r["phase"] for r in train)
+    assert min(phases.values()) >= 0.15 * len(train), phases
+    assert sum(bool(r["history"]) for r in train) >= 0.95 * len(train)
+
+
+def test_heldout_arbiter_case_mix_recomputed_with_python_chess() -> None:
+    rows = read_jsonl(BUNDLED["arbiter_heldout"])
+    assert len(rows) >= 500
+    kinds: Counter[str] = Counter()
+    for row in rows:
+        board = chess.Board(row["fen"])
+        move = chess.Move.from_uci(row["move"])
+        if move not in board.legal_moves:
+            kinds["illegal"] += 1
+            continue
+        kinds["castling"] += board.is_castling(move)
+        kinds["en_passant"] += board.is_en_passant(move)
+        kinds["promotion"] += bool(move.promotion)
+        board.push(move)
+        kinds["terminal"] += board.is_game_over()
+        kinds["checkmate"] += board.is_checkmate()
+        kinds["stalemate"] += board.is_stalemate()
+        kinds["insufficient"] += board.is_insufficient_material()
+    assert kinds["terminal"] >= 0.10 * len(rows) and kinds["illegal"] >= 0.10 * len(rows), kinds
+    assert min(kinds[k] for k in ("castling", "en_passant", "promotion", "checkmate", "stalemate", "insufficient")) > 0
+
+
+def test_heldout_arbiter_positions_are_not_training_positions() -> None:
+    train_keys = {position_key(r["fen"]) for r in read_jsonl(BUNDLED["policy_train"])}
+    assert train_keys.isdisjoint(position_key(r["fen"]) for r in read_jsonl(BUNDLED["arbiter_heldout"]))
+
+
+def test_loaders_give_problems_with_recomputed_truths() -> None:
+    policy = load_policy_problems("heldout")
+    assert all(p.task == "P" and isinstance(p.truth, PolicyTruth) for p in policy)
+    assert policy[0].prompt_text == "P: " + policy[0].truth.fen
+    held = load_arbiter_problems("heldout")
+    assert all(p.task == "A" and isinstance(p.truth, ArbiterTruth) for p in held)
+    assert all(p.truth.history[-1] == p.truth.move and len(p.truth.history) <= 10 for p in held)
+
+
+def test_arbiter_train_is_seeded_with_the_configured_illegal_fraction() -> None:
+    problems = load_arbiter_problems("train", illegal_fraction=0.25, seed=3)
+    again = load_arbiter_problems("train", illegal_fraction=0.25, seed=3)
+    assert problems == again and problems is not again
+    share = sum(p.truth.truncated for p in problems) / len(problems)
+    assert 0.22 < share < 0.28
+    small = load_arbiter_problems("train", illegal_fraction=0.25, seed=3, size=300)
+    assert load_arbiter_problems("train", illegal_fraction=0.25, seed=4, size=300) != small
+    assert not any(p.truth.truncated for p in load_arbiter_problems("train", illegal_fraction=0.0, size=300))
+    assert len(problems) == 2000
+    assert len(load_arbiter_problems("train", size=None)) == len(read_jsonl(BUNDLED["policy_train"]))
+
+
+def test_data_configs_dispatch_to_the_bundled_files() -> None:
+    cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
+    assert load_policy_problems("heldout", cfg) == load_policy_problems("heldout")
+    assert load_arbiter_problems("train", cfg) == load_arbiter_problems("train")
+    with pytest.raises(ValueError, match="split"):
+        load_policy_problems("test")
+
+
+# -- sampler ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def problems() -> tuple[list, list]:
+    return load_policy_problems("heldout")[:50], load_arbiter_problems("heldout")[:20]
+
+
+def test_sampler_is_seeded_and_follows_the_weights(problems: tuple[list, list]) -> None:
+    policy, arbiter = problems
+    first = ProblemSampler(policy, arbiter, {"P": 0.8, "A": 0.2}, seed=1)
+    second = ProblemSampler(policy, arbiter, {"P": 0.8, "A": 0.2}, seed=1)
+    batches = [first.sample(8) for _ in range(25)]
+    assert batches == [second.sample(8) for _ in range(25)]
+    counts = Counter(p.task for batch in batches for p in batch)
+    assert counts == {"P": 160, "A": 40}
+    assert ProblemSampler(policy, arbiter, seed=2).sample(8) != batches[0]
+
+
+def test_sampler_visits_every_problem_once_per_epoch(problems: tuple[list, list]) -> None:
+    policy, arbiter = problems
+    sampler = ProblemSampler(policy, arbiter, {"P": 1.0, "A": 0.0}, seed=0)
+    epoch_one = [p for _ in range(10) for p in sampler.sample(5)]
+    epoch_two = [p for _ in range(10) for p in sampler.sample(5)]
+    assert sorted(map(id, epoch_one)) == sorted(map(id, policy)) == sorted(map(id, epoch_two))
+    assert epoch_one != epoch_two and sampler.epoch("P") == 1
+
+
+def test_sampler_state_dict_resumes_the_same_sequence(problems: tuple[list, list]) -> None:
+    policy, arbiter = problems
+    sampler = ProblemSampler(policy, arbiter, {"P": 0.7, "A": 0.3}, seed=5)
+    for _ in range(13):
+        sampler.sample(7)
+    state = json.loads(json.dumps(sampler.state_dict()))  # survives serialisation
+    expected = [sampler.sample(7) for _ in range(20)]
+    resumed = ProblemSampler(policy, arbiter, {"P": 0.7, "A": 0.3}, seed=5)
+    resumed.load_state_dict(state)
+    assert [resumed.sample(7) for _ in range(20)] == expected
+
+
+@pytest.mark.parametrize(
+    "weights, match",
+    [
+        ({"P": -0.1, "A": 1.1}, "task_mix.P"),
+        ({"P": 0.5, "A": 0.4}, "sum to 1"),
+        ({"P": 0.5, "X": 0.5}, "unknown"),
+        ({"P": float("nan"), "A": 1.0}, "task_mix.P"),
+    ],
+)
+def test_sampler_rejects_bad_weights(problems: tuple[list, list], weights: dict, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        ProblemSampler(*problems, weights, seed=0)
+
+
+def test_sampler_rejects_a_weighted_task_without_problems(problems: tuple[list, list]) -> None:
+    with pytest.raises(ValueError, match=r"task_mix.A=0.2"):
+        ProblemSampler(problems[0], [], {"P": 0.8, "A": 0.2})
+    assert len(ProblemSampler(problems[0], [], {"P": 1.0, "A": 0.0}).sample(4)) == 4
+
+
+# -- annotate CLI ----------------------------------------------------------------------------------
+
+
+@needs_stockfish
+def test_annotate_fens_with_moves_and_pgn(tmp_path: Path) -> None:
+    fens = tmp_path / "fens.txt"
+    fens.write_text(f"{chess.STARTING_FEN} e2e4 e7e5 g1f3\n# comment\n8/8/8/8/8/5k2/8/6qK w - - 0 1\n")
+    out = tmp_path / "out.jsonl"
+    annotate.main(["--fens", str(fens), "--output", str(out), "--depth", "4"])
+    first, second = read_jsonl(out)
+    assert first["history"] == ["e2e4", "e7e5", "g1f3"] and first["fen"].split()[1] == "b"
+    assert first["phase"] == "opening" and first["source"] == "fens:fens.txt" and first["depth"] == 4
+    assert second["phase"] == "endgame" and [c["move"] for c in second["candidates"]] == ["h1g1"]
+    pgn = tmp_path / "games.pgn"
+    pgn.write_text('[Event "t"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 5. O-O Be7 *\n')
+    out = tmp_path / "pgn.jsonl.gz"
+    annotate.main(["--pgn", str(pgn), "--output", str(out), "--depth", "4", "--pgn-sample-rate", "1.0"])
+    records = read_jsonl(out)
+    assert len(records) == 10 and records[-1]["history"][-1] == "f8e7"
+    assert all(len(r["history"]) == min(i + 1, 10) for i, r in enumerate(records))
+
+
+@needs_stockfish
+def test_annotate_selfplay_split_keeps_games_apart(tmp_path: Path) -> None:
+    out, held = tmp_path / "train.jsonl", tmp_path / "held.jsonl"
+    annotate.main(["--selfplay", "30", "--heldout", "5", "--heldout-output", str(held), "--output", str(out),
+                   "--depth", "3", "--play-depth", "2", "--seed", "1", "--record-prob", "0.5"])
+    train, heldout = read_jsonl(out), read_jsonl(held)
+    assert len(train) + len(heldout) == 30 and len(heldout) >= 5
+    assert {position_key(r["fen"]) for r in train}.isdisjoint(position_key(r["fen"]) for r in heldout)
+
+
+def test_random_endgame_boards_are_valid_few_piece_positions() -> None:
+    import random
+
+    rng = random.Random(0)
+    for _ in range(50):
+        board = annotate.random_endgame_board(rng)
+        assert board.is_valid() and not board.is_game_over() and len(board.piece_map()) <= 7
+        assert annotate.game_phase(board) == "endgame"
+
+
+# -- rookworld_7m ----------------------------------------------------------------------------------
+
+BLACK_FEN = "r1b1kbnr/pp2pppp/n1p5/q2PP3/3P4/2N5/PP3PPP/R1BQKBNR b KQkq - 2 6"
+WHITE_FEN = "rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNR w KQkq - 0 1"
+
+
+def policy_row(fen: str, moves: list[str], evals: list[float], best: str) -> str:
+    evals_text = " ".join(str(e) for e in evals)
+    return "P: " + fen.ljust(90) + "M: " + " ".join(moves).ljust(30) + "E: " + evals_text.ljust(40) + "B: " + best
+
+
+DATASET_ROWS = [
+    # Black to move, published B (c8d7) is the lowest-E candidate: the tasks.md defect
+    policy_row(BLACK_FEN, ["c6d5", "a6b4", "c8d7", "a6c7", "a6b8"], [-2.0, -2.07, -2.92, -2.79, -2.66], "c8d7"),
+    policy_row(WHITE_FEN, ["d2d4", "e2e4", "g1f3"], [0.25, 0.31, 0.2], "e2e4"),
+    policy_row(WHITE_FEN, ["e2e5", "d2d4"], [0.9, 0.1], "e2e5"),  # illegal candidate: skipped
+    # illegal move e2e5 recorded as a legal transition
+    "A: " + WHITE_FEN + "+e2e5+e2e5+rnbqkbnr/pppppppp/8/4P3/8/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1+0.001+0+0",
+    # correct row without the "A: " prefix, as some published rows are
+    WHITE_FEN + "+e2e4+e2e4+rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1+0.001+0+0",
+    "garbage",
+]
+
+
+def write_rows(tmp_path: Path, fmt: str) -> Path:
+    if fmt == "jsonl":
+        path = tmp_path / "rows.jsonl"
+        path.write_text("".join(json.dumps({"text": t}) + "\n" for t in DATASET_ROWS))
+        return path
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "rows.parquet"
+    pq.write_table(pa.table({"text": DATASET_ROWS}), path)
+    return path
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "parquet"])
+def test_rookworld7m_loader_corrects_the_published_defects(tmp_path: Path, fmt: str) -> None:
+    path = write_rows(tmp_path, fmt)
+    rows = load_rookworld7m("train", train_files=[str(path)])
+    black, white = (p.truth for p in rows.policy)
+    assert black.fen == BLACK_FEN and black.best_move == "c6d5"  # highest E, not the B label
+    assert [c.eval for c in black.candidates] == [-2.0, -2.07, -2.66, -2.79, -2.92]
+    assert white.best_move == "e2e4"
+    illegal, legal = (p.truth for p in rows.arbiter)
+    assert (illegal.reward, illegal.truncated, illegal.next_fen) == (-1.0, True, WHITE_FEN)
+    assert (legal.reward, legal.terminated, legal.history) == (0.001, False, ("e2e4",))
+    assert (rows.skipped, rows.relabelled, rows.corrected) == (2, 1, 1)
+
+
+def test_rookworld7m_row_limits_and_config_dispatch(tmp_path: Path) -> None:
+    path = write_rows(tmp_path, "jsonl")
+    limited = load_rookworld7m("train", train_files=[str(path)], max_policy_rows=1, max_arbiter_rows=1)
+    assert (len(limited.policy), len(limited.arbiter)) == (1, 1)
+    cfg = OmegaConf.load(CONF / "data" / "rookworld7m.yaml")
+    cfg.train_files = [str(path)]
+    assert [p.truth.best_move for p in load_policy_problems("train", cfg)] == ["c6d5", "e2e4"]
+    assert len(load_arbiter_problems("train", cfg)) == 2
+    assert load_policy_problems("heldout", cfg) == load_policy_problems("heldout")  # heldout: bundled
+
+
+def test_rookworld7m_offline_gives_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    rookworld7m._load_cached.cache_clear()
+    with pytest.raises(DatasetUnavailableError) as info:
+        load_rookworld7m("train", repo_id="rookworld-tests/does-not-exist", train_files=["data/x.parquet"])
+    assert "\n" not in str(info.value) and "rookworld-tests/does-not-exist" in str(info.value)
+
+
+def test_annotate_arbiter_cases_meet_the_quotas(tmp_path: Path) -> None:
+    out = tmp_path / "arbiter.jsonl"
+    annotate.main(["--arbiter", "30", "--positions", str(BUNDLED["policy_heldout"]), "--random-games", "40",
+                   "--exclude", str(BUNDLED["policy_train"]), "--output", str(out), "--seed", "1"])
+    rows = read_jsonl(out)
+    cases = Counter(r["case"] for r in rows)
+    assert len(rows) == 30 and cases["illegal"] == 6 and cases["checkmate"] == 3
+    for row in rows:
+        board = chess.Board(row["fen"])
+        legal = chess.Move.from_uci(row["move"]) in board.legal_moves
+        assert legal == (row["case"] != "illegal") and len(row["history_before"]) <= 10

@@ -1,0 +1,173 @@
+"""rookworld.engine: one persistent process, cache, side-to-move ranking, reliable shutdown."""
+
+from __future__ import annotations
+
+import gc
+import os
+import random
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import chess
+import chess.engine
+import pytest
+
+from rookworld.engine import Engine, EngineNotFoundError, score_to_pawns
+
+STOCKFISH = "/usr/games/stockfish"
+pytestmark = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
+
+BLACK_MATES_IN_ONE = "6k1/5ppp/8/8/8/8/r4PPP/6K1 b - - 0 1"  # only ...Ra1# mates
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def distinct_fens(n: int, seed: int = 0) -> list[str]:
+    rng, board, fens = random.Random(seed), chess.Board(), []
+    while len(fens) < n:
+        board.push(rng.choice(list(board.legal_moves)))
+        fens.append(board.fen())
+    return fens
+
+
+def process_gone(pid: int, wait_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        if not Path(f"/proc/{pid}").exists():
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_200_analyses_reuse_one_process_and_the_cache() -> None:
+    fens = distinct_fens(20)
+    with Engine(STOCKFISH, depth=6) as engine:
+        pid = engine.pid
+        pids = set()
+        for _ in range(10):
+            for fen in fens:
+                engine.analyse(fen)
+                pids.add(engine.pid)
+        assert pids == {pid}
+        assert (engine.cache_misses, engine.cache_hits) == (20, 180)
+    assert process_gone(pid)
+
+
+def test_black_to_move_rank_one_is_the_engines_best_move() -> None:
+    board = chess.Board(BLACK_MATES_IN_ONE)
+    with Engine(STOCKFISH, depth=10) as engine:
+        candidates = engine.analyse(BLACK_MATES_IN_ONE)
+    with chess.engine.SimpleEngine.popen_uci(STOCKFISH) as direct:
+        played = direct.play(board, chess.engine.Limit(depth=10)).move
+        single = direct.analyse(board, chess.engine.Limit(depth=10), multipv=1)[0]
+    assert candidates[0].move == played.uci() == single["pv"][0].uci() == "a2a1"
+    assert candidates[0].eval == 999.99
+    assert [c.eval for c in candidates] == sorted((c.eval for c in candidates), reverse=True)
+
+
+def test_evals_are_side_to_move_pov_and_fewer_lines_when_fewer_moves() -> None:
+    losing_black = "7k/8/8/8/8/8/8/K6R b - - 0 1"  # two legal moves, Black is lost
+    with Engine(STOCKFISH, depth=8) as engine:
+        candidates = engine.analyse(losing_black)
+        mated = engine.analyse("6k1/5ppp/8/8/8/8/5PPP/3r2K1 w - - 0 1")
+    assert sorted(c.move for c in candidates) == ["h8g7", "h8g8"]
+    assert all(c.eval < -3 for c in candidates)
+    assert mated == ()
+
+
+@pytest.mark.parametrize(
+    "score, pawns",
+    [
+        (chess.engine.Mate(15), 999.85),
+        (chess.engine.Mate(1), 999.99),
+        (chess.engine.Mate(-3), -999.97),
+        (chess.engine.Cp(31), 0.31),
+        (chess.engine.Cp(-207), -2.07),
+        (chess.engine.Cp(0), 0.0),
+    ],
+)
+def test_score_to_pawns(score: chess.engine.Score, pawns: float) -> None:
+    assert score_to_pawns(score) == pawns
+
+
+def test_missing_binary_one_line_error_names_the_config_key() -> None:
+    with pytest.raises(EngineNotFoundError) as info:
+        Engine(path="/nope")
+    message = str(info.value)
+    assert "\n" not in message and "'/nope'" in message and "engine.path=" in message
+
+
+@pytest.mark.parametrize(
+    "kwargs", [{"depth": 10, "time_limit": 0.1}, {"depth": None, "time_limit": None}, {"depth": 0}, {"multipv": 0}]
+)
+def test_invalid_limits_fail_at_construction(kwargs: dict) -> None:
+    with pytest.raises(ValueError):
+        Engine(STOCKFISH, **kwargs)
+
+
+def test_close_is_idempotent_and_forgotten_engine_is_collected() -> None:
+    engine = Engine(STOCKFISH, depth=4)
+    engine.analyse(chess.STARTING_FEN)
+    pid = engine.pid
+    engine.close()
+    engine.close()
+    assert engine.pid is None and process_gone(pid)
+    forgotten = Engine(STOCKFISH, depth=4)
+    forgotten.analyse(chess.STARTING_FEN)
+    pid = forgotten.pid
+    del forgotten
+    gc.collect()
+    assert process_gone(pid)
+
+
+CHILD = """
+import atexit, pathlib, sys
+from rookworld.engine import Engine
+engine = Engine({path!r}, depth=4)
+engine.analyse("rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1")
+pid = engine.pid
+print("PID", pid, flush=True)
+
+def report():  # plain atexit hooks run after the engine shutdown hook
+    status = pathlib.Path(f"/proc/{{pid}}/status")
+    state = next((l.split()[1] for l in status.read_text().splitlines() if l.startswith("State:")), "?") if status.exists() else "gone"
+    print("STATE", state, flush=True)
+
+atexit.register(report)
+{ending}
+"""
+
+
+@pytest.mark.parametrize("ending", ["pass", "raise RuntimeError('boom')"], ids=["forgot-close", "exception"])
+def test_no_engine_process_outlives_the_program(ending: str) -> None:
+    code = textwrap.dedent(CHILD.format(path=STOCKFISH, ending=ending))
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    lines = dict(line.split(maxsplit=1) for line in done.stdout.splitlines() if line.startswith(("PID ", "STATE ")))
+    assert done.returncode == (0 if ending == "pass" else 1), done.stderr
+    assert lines["STATE"] == "gone"  # exited and reaped (no zombie) before the interpreter ended
+    assert process_gone(int(lines["PID"]), wait_s=1.0)
+
+
+def test_a_killed_engine_process_is_restarted_once() -> None:
+    import signal
+
+    with Engine(STOCKFISH, depth=4) as engine:
+        engine.analyse(chess.STARTING_FEN)
+        old_pid = engine.pid
+        os.kill(old_pid, signal.SIGKILL)
+        assert process_gone(old_pid)
+        assert engine.analyse(BLACK_MATES_IN_ONE)[0].move == "a2a1"
+        assert engine.pid not in (None, old_pid)
+
+
+def test_engine_config_instantiates_with_every_knob() -> None:
+    from omegaconf import OmegaConf
+
+    from rookworld.config import build
+
+    engine = build(OmegaConf.load(REPO_ROOT / "conf" / "engine" / "stockfish.yaml"))
+    assert isinstance(engine, Engine) and engine.pid is None  # started lazily
+    assert (engine.depth, engine.time_limit, engine.multipv, engine.threads) == (10, None, 5, 1)
