@@ -4,8 +4,10 @@ from __future__ import annotations
 import math
 
 import torch
+from pathlib import Path
+
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from rookworld.grpo.advantages import SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS
@@ -15,6 +17,14 @@ KL_KINDS = ("none", "fixed", "adaptive")
 DTYPES = ("auto", "float32", "bfloat16")
 TRACKING_BACKENDS = ("mlflow", "none")
 PROJECT_TARGETS = "rookworld.*"
+ASSETS_DIR = Path(__file__).parent / "assets"
+
+# `${rookworld.asset:NAME}` in a config: a file or folder shipped in rookworld/assets/.
+def _asset(name: str) -> str:
+    return str(ASSETS_DIR / name)
+
+
+OmegaConf.register_resolver("rookworld.asset", _asset, replace=True)
 
 
 class ConfigError(ValueError):

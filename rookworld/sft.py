@@ -12,6 +12,8 @@ held-out sets; the task evaluation is the GRPO loop's (rookworld.evaluate).
 from __future__ import annotations
 
 import contextlib
+import copy
+import json
 import math
 import random
 import sys
@@ -38,6 +40,7 @@ from rookworld.tracking import make_tracker
 from rookworld.train import load_policy
 
 IGNORE = -100
+SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
 
 def document(problem: Problem, completion: str) -> str:
@@ -173,6 +176,13 @@ def run(cfg: DictConfig) -> dict[str, float]:
         model.train()
         return metrics
 
+    def scheduled_step(step: int, elapsed_s: float) -> int:
+        # With a time limit the cosine follows whichever budget runs out first, so a run stopped
+        # by the clock still ends at the LR floor.
+        if not s.time_limit_min:
+            return step
+        return max(step, int(s.steps * elapsed_s / (60 * s.time_limit_min)))
+
     with make_tracker(cfg) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
@@ -183,7 +193,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
                 print(f"sft: time limit {s.time_limit_min} min reached at step {step}", flush=True)
                 break
             inputs, targets = next(batches)
-            lr = lr_at(step, cfg.optimizer.lr, cfg.optimizer.warmup_steps, s.steps, cfg.optimizer.min_lr_ratio)
+            lr = lr_at(scheduled_step(step, time.perf_counter() - start), cfg.optimizer.lr,
+                       cfg.optimizer.warmup_steps, s.steps, cfg.optimizer.min_lr_ratio)
             set_lr(optimizer, lr)
             with autocast():
                 loss = lm_loss(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
@@ -204,7 +215,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
         metrics = task_eval(step)
         metrics["sft/steps"], metrics["sft/minutes"] = step, (time.perf_counter() - start) / 60
         out = Path(s.save_dir)
-        save_pretrained(model.eval(), tokenizer, out)
+        save_pretrained(copy.deepcopy(model).to(SAVE_DTYPES[s.save_dtype]).eval(), tokenizer, out)
+        (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
         tracker.log_dict(metrics, "eval_final.json")
         tracker.set_outcome("success", f"finished {step} steps")
         print(f"sft: saved {out} after {step} steps, {metrics['sft/minutes']:.1f} min", flush=True)

@@ -24,11 +24,21 @@ def make_trainer(tmp_path, *overrides):
 
 
 def test_first_update_has_ratio_one_and_kl_zero(tmp_path):
-    trainer = make_trainer(tmp_path, "kl=fixed", "kl.coef=0.1", "grpo.num_iterations=2")
+    trainer = make_trainer(tmp_path, "task_mix=env_only", "kl=fixed", "kl.coef=0.1")
     metrics, nonfinite = trainer.train_step(0)
     assert not nonfinite
     assert metrics["kl"] == 0.0
-    assert metrics["frac_reward_zero_std"] >= 0.0
+    assert metrics["clip_ratio/region_mean"] == 0.0
+    assert metrics["reward_std"] > 0     # the shipped model gives the step a real signal
+    second, _ = trainer.train_step(1)
+    assert second["kl"] > 0.0            # the first update moved the policy away from the reference
+
+
+def test_zero_variance_groups_are_counted(tmp_path):
+    trainer = make_trainer(tmp_path, "task_mix=policy_only")   # P: cut at 24 tokens: all malformed
+    metrics, _ = trainer.train_step(0)
+    assert metrics["frac_reward_zero_std"] == 1.0
+    assert metrics["reward_std"] < 1e-6 and metrics["grad_norm"] == 0.0
 
 
 def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
@@ -82,8 +92,8 @@ def test_ground_truth_reaches_the_scorer_through_the_training_path(tmp_path):
 
 
 def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
-    result = run(tiny_config(tmp_path, "steps=6", "optimizer.lr=10.0", "optimizer.warmup_steps=0",
-                             "grpo.max_grad_norm=0", "kl.max=0.5", "kl.max_steps_above=1"))
+    result = run(tiny_config(tmp_path, "task_mix=env_only", "steps=6", "optimizer.lr=1.0",
+                             "optimizer.warmup_steps=0", "kl.max=1.0", "kl.max_steps_above=1"))
     assert result.outcome == "kl_failure"
     assert result.objective == -1.0 and result.steps < 6
     assert "outcome: kl_failure" in capsys.readouterr().out
@@ -128,7 +138,8 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key)
 
 
 def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
-    common = ["steps=4", "kl=adaptive", "eval.every=0", "grpo.num_iterations=2", "grpo.num_minibatches=2"]
+    common = ["steps=4", "task_mix=env_only", "kl=adaptive", "eval.every=0", "grpo.num_iterations=2",
+              "grpo.num_minibatches=2", "optimizer.lr=1e-4"]
     straight = make_trainer(tmp_path, *common, "checkpoint.every=2")
     straight.fit()
     checkpoint = tmp_path / "checkpoints" / "step_000002"
@@ -136,5 +147,8 @@ def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
     assert resumed.step == 2
     resumed.fit()
     assert resumed.kl.coef == straight.kl.coef
+    start = make_trainer(tmp_path / "start", *common).policy
+    moved = [not torch.equal(a, b) for a, b in zip(start.parameters(), straight.policy.parameters())]
+    assert any(moved), "the run must have changed the parameters for the comparison to mean anything"
     for (name, a), b in zip(straight.policy.named_parameters(), resumed.policy.parameters()):
         assert torch.equal(a, b), name

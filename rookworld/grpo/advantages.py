@@ -35,6 +35,8 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
     centred = grouped - grouped.mean(dim=1, keepdim=True)
     group_std = grouped.std(dim=1, unbiased=False, keepdim=True)
     zero_std = group_std.squeeze(1) < 1e-6
+    # Equal rewards can leave a rounding residue after centring; such a group carries no signal.
+    centred = centred.masked_fill(zero_std.unsqueeze(1), 0.0)
     if scale_rewards == "group":
         centred = centred / (group_std + eps)
     elif scale_rewards == "batch":
