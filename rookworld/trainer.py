@@ -143,7 +143,11 @@ class Trainer:
         if self.step == 0:
             self._evaluate(0)
         outcome, reason = SUCCESS, f"finished {cfg.steps} steps"
+        start = time.perf_counter()
         while self.step < cfg.steps:
+            if cfg.time_limit_min and time.perf_counter() - start > 60 * cfg.time_limit_min:
+                reason = f"time limit of {cfg.time_limit_min} min reached after {self.step} steps"
+                break
             metrics, nonfinite = self.train_step(self.step)
             self.step += 1
             self.tracker.log_metrics(metrics, step=self.step)
