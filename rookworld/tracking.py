@@ -624,7 +624,7 @@ class NullTracker(Tracker):
     """tracking=none: logs nothing, imports nothing; outcomes are still validated."""
 
     def _start(self) -> None:
-        log.info("tracking disabled (tracking.backend=none)")
+        log.debug("tracking disabled (tracking.backend=none)")
 
     def _write_outcome(self) -> None:
         pass

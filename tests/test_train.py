@@ -1,5 +1,6 @@
 """The GRPO loop end to end on the tiny model, through the real training path."""
 import math
+import os
 from dataclasses import replace
 import subprocess
 import sys
@@ -152,3 +153,14 @@ def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
     assert any(moved), "the run must have changed the parameters for the comparison to mean anything"
     for (name, a), b in zip(straight.policy.named_parameters(), resumed.policy.parameters()):
         assert torch.equal(a, b), name
+
+
+def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_path(tmp_path):
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "tracking=none", "device=cpu"],
+                          capture_output=True, text=True, timeout=180, env=env, cwd=tmp_path)
+    assert proc.returncode != 0
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "jrahn/RookWorld-LM-124M" in lines[0] and "model.path" in lines[0]
+    assert "Traceback" not in proc.stdout + proc.stderr

@@ -1,7 +1,8 @@
 """Makes the top-level `sweeps/` folder a Hydra config group: `python -m rookworld.train -m sweeps=NAME`.
 
-Hydra finds this plugin through the `hydra_plugins` namespace package; it appends the project root
-(the folder holding `sweeps/`) to the config search path, after `conf/`.
+Hydra finds this plugin through the `hydra.plugins` entry point declared in pyproject.toml (so
+`pip install -e .` is needed); it appends the project root (the folder holding `sweeps/`) to the
+config search path, after `conf/`.
 """
 from pathlib import Path
 
