@@ -1,0 +1,54 @@
+"""Supervised warm-start (rookworld.sft) and the shipped rookworld_tiny checkpoint, on the CPU."""
+import random
+
+import torch
+
+from rookworld.config import ASSETS_DIR
+from rookworld.data.positions import load_arbiter_problems, load_policy_problems
+from rookworld.evaluate import evaluate
+from rookworld.model.hub import load_model
+from rookworld.rewards import GraduatedReward
+from rookworld.sft import ArbiterCases, TaskDocuments, collate, lm_loss
+
+CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0}
+FORMAT_THRESHOLD = 0.8   # share of format-valid A: completions the shipped checkpoint must reach
+
+
+def test_document_stream_is_seeded_and_in_the_task_formats(tiny_tokenizer):
+    problems = load_policy_problems("train")[:50]
+    stream = TaskDocuments(tiny_tokenizer, problems, ArbiterCases(CASES, set()), 0.5, 320, seed=3)
+    docs = [next(it) for it in [iter(stream)] for _ in range(20)]
+    again = [next(it) for it in [iter(stream)] for _ in range(20)]
+    assert docs == again
+    texts = [tiny_tokenizer.decode(d) for d in docs]
+    assert all(d[0] == tiny_tokenizer.eos_id and d[-1] == tiny_tokenizer.newline_id for d in docs)
+    assert {t.strip()[:2] for t in texts} == {"P:", "A:"}
+    arbiter = [t for t in texts if t.strip().startswith("A:")]
+    assert all(t.count("+") == 6 for t in arbiter)
+
+
+def test_a_few_sft_steps_reduce_the_loss_on_a_fixed_batch(tiny_model, tiny_tokenizer):
+    model, _ = tiny_model
+    model.train()
+    stream = iter(TaskDocuments(tiny_tokenizer, load_policy_problems("train")[:20],
+                                ArbiterCases(CASES, set()), 0.5, 200, seed=0))
+    inputs, targets = collate([next(stream) for _ in range(8)], tiny_tokenizer.pad_id)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
+    losses = []
+    for _ in range(8):
+        loss = lm_loss(model, inputs, targets)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0], losses
+
+
+def test_shipped_checkpoint_produces_format_valid_arbiter_completions():
+    model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
+    assert sum(p.numel() for p in model.parameters()) > 10e6
+    sample = random.Random(0).sample(load_arbiter_problems("heldout"), 32)
+    result = evaluate(model, tokenizer, sample, GraduatedReward(), {"P": 112, "A": 64}, 32, 0)
+    rate = result.metrics["eval/A/format"]
+    print(f"rookworld_tiny A: format-valid rate on 32 held-out transitions: {rate:.3f}")
+    assert rate >= FORMAT_THRESHOLD
