@@ -1,0 +1,67 @@
+"""Training runs tracked in a real sqlite MLflow store, end to end through rookworld.train.run."""
+import json
+
+import pytest
+from mlflow import MlflowClient
+
+from rookworld.train import run
+from train_helpers import tiny_config
+
+STEP_METRICS = ["reward", "reward_std", "reward/A", "reward/A/next_state", "frac_reward_zero_std", "kl",
+                "entropy", "clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean",
+                "completions/mean_length", "completions/clipped_ratio", "loss", "grad_norm",
+                "learning_rate", "step_time", "tokens_per_s"]
+
+
+def tracked(tmp_path, *overrides):
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    cfg = tiny_config(tmp_path, "tracking=mlflow", f"tracking.uri={uri}", "tracking.experiment=tests",
+                      "task_mix=env_only", *overrides)
+    return cfg, MlflowClient(uri)
+
+
+def only_run(client):
+    experiment = client.get_experiment_by_name("tests")
+    runs = client.search_runs([experiment.experiment_id])
+    assert len(runs) == 1
+    return runs[0]
+
+
+def test_a_run_logs_params_metrics_tags_and_artifacts(tmp_path):
+    cfg, client = tracked(tmp_path, "eval.every=1", "kl=fixed")
+    result = run(cfg)
+    logged = only_run(client)
+    params = logged.data.params
+    assert params["grpo.group_size"] == "3" and params["kl.estimator"] == "k2" and params["seed"] == "0"
+    assert len(params["git.commit"]) == 40 and params["git.dirty"] in ("True", "False", "true", "false")
+    for name in STEP_METRICS:
+        history = client.get_metric_history(logged.info.run_id, name)
+        assert [m.step for m in history] == [1, 2], name
+    evals = client.get_metric_history(logged.info.run_id, "eval/score")
+    assert [m.step for m in evals] == [0, 1, 2]
+    assert logged.data.metrics["objective"] == pytest.approx(result.objective)
+    assert logged.data.tags["rookworld.outcome"] == "success"
+    artifacts = {a.path for a in client.list_artifacts(logged.info.run_id)}
+    assert {"config.yaml", "eval_final.json", "samples"} <= artifacts
+    samples = {a.path for a in client.list_artifacts(logged.info.run_id, "samples")}
+    assert samples == {"samples/step_000000.json", "samples/step_000001.json", "samples/step_000002.json"}
+    table = json.loads(open(client.download_artifacts(logged.info.run_id, "samples/step_000002.json")).read())
+    assert {"prompt", "completion", "reward", "ground_truth"} <= set(table["columns"])
+
+
+def test_a_run_forced_into_kl_failure_is_tagged_kl_failure(tmp_path):
+    cfg, client = tracked(tmp_path, "steps=6", "optimizer.lr=1.0", "optimizer.warmup_steps=0",
+                          "kl.max=1.0", "kl.max_steps_above=1")
+    assert run(cfg).outcome == "kl_failure"
+    tags = only_run(client).data.tags
+    assert tags["rookworld.outcome"] == "kl_failure" and "kl.max" in tags["rookworld.stop_reason"]
+
+
+def test_a_run_that_raises_is_tagged_failed_with_the_message(tmp_path):
+    cfg, client = tracked(tmp_path, f"data.policy_heldout={tmp_path}/missing.jsonl")
+    with pytest.raises(FileNotFoundError):
+        run(cfg)
+    logged = only_run(client)
+    assert logged.data.tags["rookworld.outcome"] == "failed"
+    assert "missing.jsonl" in logged.data.tags["rookworld.stop_reason"]
+    assert logged.info.status == "FAILED"
