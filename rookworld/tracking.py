@@ -95,18 +95,20 @@ class TrackingSettings:
 
     @classmethod
     def from_config(cls, tracking: DictConfig) -> TrackingSettings:
-        backend = str(tracking.get("backend", "none"))
+        backend = str(tracking.backend)
         if backend not in BACKENDS:
             raise ValueError(f"tracking.backend must be one of {BACKENDS}, got {backend!r}")
+        if backend == "none":
+            return cls(backend, "", "", None, None, 0.0, 0, 0.0)
         return cls(
             backend=backend,
-            uri=str(tracking.get("uri") or "sqlite:///mlflow.db"),
-            experiment=str(tracking.get("experiment") or "rookworld"),
-            run_name=tracking.get("run_name"),
-            artifact_location=tracking.get("artifact_location"),
-            flush_interval_s=float(tracking.get("flush_interval_s", 2.0)),
-            param_value_max=int(tracking.get("param_value_max", 500)),
-            connect_timeout_s=float(tracking.get("connect_timeout_s", 5.0)),
+            uri=str(tracking.uri),
+            experiment=str(tracking.experiment),
+            run_name=tracking.run_name,
+            artifact_location=tracking.artifact_location,
+            flush_interval_s=float(tracking.flush_interval_s),
+            param_value_max=int(tracking.param_value_max),
+            connect_timeout_s=float(tracking.connect_timeout_s),
         )
 
 

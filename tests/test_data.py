@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from rookworld.data import annotate, positions, rookworld7m
+from rookworld.data.load_time import derive_arbiter_train_uncached, load_files_uncached
 from rookworld.data.annotate import position_key, read_jsonl
 from rookworld.data.positions import (
     BUNDLED,
@@ -36,22 +36,11 @@ def clear_caches() -> None:
 # -- bundled files ---------------------------------------------------------------------------------
 
 
-def load_everything_uncached() -> float:
-    clear_caches()
-    start = time.perf_counter()
-    loaded = [
-        load_policy_problems("train"),
-        load_policy_problems("heldout"),
-        load_arbiter_problems("train"),
-        load_arbiter_problems("heldout"),
-    ]
-    assert all(loaded)
-    return time.perf_counter() - start
-
-
-def test_bundled_files_load_in_under_a_second() -> None:
-    elapsed = min(load_everything_uncached() for _ in range(2))  # best of 2: the CPUs are shared
-    assert elapsed < 1.0, f"bundled data took {elapsed:.2f}s to load"
+def test_every_bundled_split_loads() -> None:
+    """Load time is measured by `python -m rookworld.data.load_time` (a benchmark, not a timed test)."""
+    _, counts = load_files_uncached()
+    assert counts["P: train"] >= 5000 and counts["P: heldout"] >= 500 and counts["A: heldout"] >= 500
+    assert derive_arbiter_train_uncached()[1] > 0
 
 
 def test_bundled_policy_counts_disjointness_and_schema() -> None:

@@ -150,34 +150,35 @@ def _arbiter_train_cached(
 # -- data config dispatch --------------------------------------------------------------------------
 
 
+def _from_hub(split: str, cfg: Mapping) -> bool:
+    return cfg["kind"] == "rookworld7m" and (split == "train" or cfg["heldout"] == "hub")
+
+
 def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
-    if _kind(cfg) == "rookworld7m" and (split == "train" or cfg.get("heldout", "bundled") == "hub"):
+    _check_kind(cfg)
+    if _from_hub(split, cfg):
         from rookworld.data.rookworld7m import load_rookworld7m_config
 
         return list(load_rookworld7m_config(split, cfg).policy)
-    return load_policy_problems(split, cfg.get(f"policy_{split}"))
+    return load_policy_problems(split, cfg[f"policy_{split}"])
 
 
 def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
-    if _kind(cfg) == "rookworld7m" and (split == "train" or cfg.get("heldout", "bundled") == "hub"):
+    _check_kind(cfg)
+    if _from_hub(split, cfg):
         from rookworld.data.rookworld7m import load_rookworld7m_config
 
         return list(load_rookworld7m_config(split, cfg).arbiter)
-    path = cfg.get(f"arbiter_{split}") or (cfg.get("policy_train") if split == "train" else None)
-    return load_arbiter_problems(
-        split,
-        path,
-        illegal_fraction=float(cfg.get("arbiter_illegal_fraction", DEFAULT_ILLEGAL_FRACTION)),
-        seed=int(cfg.get("arbiter_seed", DEFAULT_ARBITER_SEED)),
-        size=cfg.get("arbiter_train_size", DEFAULT_ARBITER_TRAIN_SIZE),
-    )
+    if split == "heldout":
+        return load_arbiter_problems(split, cfg["arbiter_heldout"])
+    return load_arbiter_problems(split, cfg["arbiter_train"] or cfg["policy_train"],
+                                 illegal_fraction=float(cfg["arbiter_illegal_fraction"]),
+                                 seed=int(cfg["arbiter_seed"]), size=cfg["arbiter_train_size"])
 
 
-def _kind(cfg: Mapping) -> str:
-    kind = cfg.get("kind", "bundled")
-    if kind not in ("bundled", "rookworld7m"):
-        raise ValueError(f"data.kind must be bundled | rookworld7m, got {kind!r}")
-    return kind
+def _check_kind(cfg: Mapping) -> None:
+    if cfg["kind"] not in ("bundled", "rookworld7m"):
+        raise ValueError(f"data.kind must be bundled | rookworld7m, got {cfg['kind']!r}")
 
 
 def _check_split(split: str) -> None:

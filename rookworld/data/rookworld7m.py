@@ -213,10 +213,10 @@ def load_rookworld7m_config(split: str, cfg: Mapping) -> RookWorldRows:
     """load_rookworld7m with the keys of conf/data/rookworld7m.yaml."""
     return load_rookworld7m(
         split,
-        repo_id=cfg.get("repo_id", DEFAULT_REPO),
-        revision=cfg.get("revision"),
-        train_files=tuple(cfg.get("train_files") or DEFAULT_TRAIN_FILES),
-        heldout_files=tuple(cfg.get("heldout_files") or DEFAULT_HELDOUT_FILES),
-        max_policy_rows=cfg.get("max_policy_rows"),
-        max_arbiter_rows=cfg.get("max_arbiter_rows"),
+        repo_id=cfg["repo_id"],
+        revision=cfg["revision"],
+        train_files=tuple(cfg["train_files"]),
+        heldout_files=tuple(cfg["heldout_files"]),
+        max_policy_rows=cfg["max_policy_rows"],
+        max_arbiter_rows=cfg["max_arbiter_rows"],
     )
