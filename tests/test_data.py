@@ -11,7 +11,7 @@ import chess
 import pytest
 from omegaconf import OmegaConf
 
-from rookworld.data import annotate, positions, rookworld7m
+from rookworld.data import annotate, rookworld7m
 from rookworld.data.load_time import derive_arbiter_train_uncached, load_files_uncached
 from rookworld.data.annotate import position_key, read_jsonl
 from rookworld.data.positions import (
@@ -26,11 +26,6 @@ from rookworld.tasks import ArbiterTruth, PolicyTruth
 STOCKFISH = "/usr/games/stockfish"
 needs_stockfish = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
 CONF = Path(__file__).resolve().parents[1] / "conf"
-
-
-def clear_caches() -> None:
-    for cached in (positions._policy_problems_cached, positions._arbiter_cases_cached, positions._arbiter_train_cached):
-        cached.cache_clear()
 
 
 # -- bundled files ---------------------------------------------------------------------------------
