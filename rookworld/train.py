@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import ModelLoadError, load_model
+from rookworld.sweep.gpus import assign_gpu
 from rookworld.tracking import TrackingError, make_tracker
 from rookworld.trainer import TRAINER_STATE_FILE, RunResult, Trainer
 
@@ -78,6 +79,7 @@ def _in_multirun() -> bool:
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> float:
+    assign_gpu(cfg)  # before anything initialises CUDA
     try:
         return run(cfg).objective
     except USER_ERRORS as error:

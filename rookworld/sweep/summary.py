@@ -5,9 +5,18 @@
     print(summary_markdown(summary))
     log_summary(client, summary)       # metrics, tags and artifacts `sweep_summary/` on the parent
 
+    study_summary = summarise_study(optuna_study, fetch_study_runs(client, experiment_id, name))
+    print(study_markdown(study_summary))       # every trial of an Optuna study: state, outcome
+    log_study_summary(client, parent_run_id, study_summary)
+
 A trial's objective is its `objective` metric (the trainer logs eval/score, or the failure
 penalty); its outcome is its `rookworld.outcome` tag. Swept parameters are the params whose value
 differs between children (git.* and trial.number left out).
+
+The Optuna part (rookworld's sweeper, rookworld/sweep/sweeper.py) summarises a whole study, over
+every sweep invocation that ran it: each trial's Optuna state (COMPLETE, PRUNED, FAIL, RUNNING,
+WAITING), objective, last step reported to the pruner, and the outcome of its latest MLflow run
+(matched by the `rookworld.study` and `rookworld.trial` tags).
 """
 
 from __future__ import annotations
@@ -25,22 +34,25 @@ from rookworld.tracking import (
     OUTCOME_TAG,
     OUTCOMES,
     PARENT_TAG,
+    ROLE_TAG,
     STOP_REASON_TAG,
     STUDY_TAG,
     TRIAL_TAG,
 )
 
 if TYPE_CHECKING:
+    import optuna
     from matplotlib.axes import Axes
     from mlflow import MlflowClient
     from mlflow.entities import Run
+    from optuna.trial import FrozenTrial
 
 DIRECTIONS = ("maximize", "minimize")
 OBJECTIVE_METRIC = "objective"
 REWARD_METRIC = "reward"
 SUMMARY_ARTIFACT_DIR = "sweep_summary"
 _NOT_SWEPT_PREFIXES = ("git.",)
-_NOT_SWEPT = ("trial.number",)
+_NOT_SWEPT = ("trial.number", "checkpoint.dir")  # checkpoint.dir: each job's own output dir
 _MAX_PARAM_PLOTS = 12
 OUTCOME_COLORS = {
     "success": "tab:green",
@@ -363,3 +375,170 @@ def log_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> 
     items = [RunTag(k, v[:8000]) for k, v in tags.items()]
     for start in range(0, len(items), 100):
         client.log_batch(run_id, tags=items[start : start + 100])
+
+
+# ---------------------------------------------------------------- an Optuna study (rookworld's sweeper)
+
+OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
+STUDY_ARTIFACT = "optuna_study"
+_NO_RUN = "-"
+
+
+@dataclass(frozen=True)
+class StudyTrial:
+    number: int
+    state: str  # Optuna state: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
+    value: float | None  # the objective told to Optuna (COMPLETE only)
+    last_step: int | None  # last step reported to the pruner (where a pruned trial stopped)
+    outcome: str  # rookworld.outcome of its latest MLflow run; "-" without one
+    params: dict[str, Any]  # swept params, trial.number left out
+    note: str  # why it failed, which trial it retries
+
+
+@dataclass(frozen=True)
+class StudySummary:
+    """Every trial of an Optuna study, whatever sweep invocation ran it, with its MLflow outcome."""
+
+    study: str
+    direction: str
+    trials: tuple[StudyTrial, ...]
+
+    @property
+    def state_counts(self) -> dict[str, int]:
+        found = Counter(t.state for t in self.trials)
+        return {**{s: found.get(s, 0) for s in OPTUNA_STATES}, **found}
+
+    @property
+    def outcome_counts(self) -> dict[str, int]:
+        return dict(Counter(t.outcome for t in self.trials if t.outcome != _NO_RUN))
+
+    @property
+    def best(self) -> StudyTrial | None:
+        complete = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
+        pick = max if self.direction == "maximize" else min
+        return pick(complete, key=lambda t: t.value) if complete else None
+
+    @property
+    def param_names(self) -> tuple[str, ...]:
+        return tuple(sorted({k for t in self.trials for k in t.params}))
+
+
+def fetch_study_runs(client: MlflowClient, experiment_id: str, study: str) -> list[Run]:
+    """All trial runs of a study in an experiment, across sweep invocations (parents)."""
+    query = f"tags.`{STUDY_TAG}` = '{study}' and tags.`{ROLE_TAG}` = 'trial'"
+    runs: list[Run] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], query, max_results=1000, page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
+    """Trial number -> outcome of its latest run."""
+    latest: dict[int, Run] = {}
+    for run in runs:
+        trial = trial_result(run).trial
+        if trial is not None and (trial not in latest or run.info.start_time > latest[trial].info.start_time):
+            latest[trial] = run
+    return {n: run.data.tags.get(OUTCOME_TAG, "running") for n, run in latest.items()}
+
+
+def _trial_note(trial: FrozenTrial) -> str:
+    from rookworld.sweep.study import FAIL_REASON_ATTR, RETRY_OF_ATTR
+
+    notes = []
+    if FAIL_REASON_ATTR in trial.user_attrs:
+        notes.append(str(trial.user_attrs[FAIL_REASON_ATTR]))
+    if RETRY_OF_ATTR in trial.user_attrs:
+        notes.append(f"retry of trial {trial.user_attrs[RETRY_OF_ATTR]}")
+    return "; ".join(notes)
+
+
+def study_trial(trial: FrozenTrial, outcome: str) -> StudyTrial:
+    steps = trial.intermediate_values
+    return StudyTrial(
+        number=trial.number,
+        state=trial.state.name,
+        value=trial.value if trial.state.name == "COMPLETE" else None,
+        last_step=max(steps) if steps else None,
+        outcome=outcome,
+        params={k: v for k, v in trial.params.items() if k not in _NOT_SWEPT},
+        note=_trial_note(trial),
+    )
+
+
+def summarise_study(study: optuna.Study, runs: Sequence[Run] | None = None) -> StudySummary:
+    """The study's trials (Optuna states and values) joined with their MLflow runs' outcomes."""
+    outcomes = trial_outcomes(runs or [])
+    return StudySummary(
+        study=study.study_name,
+        direction=normalise_direction(study.direction),
+        trials=tuple(study_trial(t, outcomes.get(t.number, _NO_RUN)) for t in study.get_trials(deepcopy=False)),
+    )
+
+
+def _fmt_param(value: Any) -> str:
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def study_markdown(summary: StudySummary) -> str:
+    states = ", ".join(f"{s} {n}" for s, n in summary.state_counts.items() if n)
+    outcomes = ", ".join(f"{o} {n}" for o, n in sorted(summary.outcome_counts.items()))
+    lines = [
+        f"# Optuna study {summary.study}",
+        "",
+        f"{len(summary.trials)} trials; Optuna states: {states or 'none'}; "
+        f"MLflow outcomes: {outcomes or 'no runs found'}; objective: {summary.direction}.",
+    ]
+    best = summary.best
+    if best is not None:
+        chosen = ", ".join(f"{k}={_fmt_param(v)}" for k, v in best.params.items())
+        lines.append(f"Best: trial {best.number}, objective {_fmt_objective(best.value)} ({chosen or 'no params'}).")
+    header = ["trial", "state", "objective", "outcome", "last step", *summary.param_names, "note"]
+    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    for t in summary.trials:
+        cells = [str(t.number), t.state, _fmt_objective(t.value), t.outcome,
+                 "-" if t.last_step is None else str(t.last_step),
+                 *(_fmt_param(t.params[k]) if k in t.params else "-" for k in summary.param_names),
+                 t.note[:80].replace("|", "/")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def study_dict(summary: StudySummary) -> dict[str, Any]:
+    best = summary.best
+    return {
+        "study": summary.study,
+        "direction": summary.direction,
+        "state_counts": summary.state_counts,
+        "outcome_counts": summary.outcome_counts,
+        "best": asdict(best) if best is not None else None,
+        "trials": [asdict(t) for t in summary.trials],
+    }
+
+
+def log_study_summary(client: MlflowClient, parent_run_id: str, summary: StudySummary) -> None:
+    """Optuna state counts and best trial (metrics `sweep.optuna.*`, tags) and the table
+    (`sweep_summary/optuna_study.md`, `.json`) on the sweep's parent run."""
+    from mlflow.entities import Metric, RunTag
+
+    with tempfile.TemporaryDirectory(prefix="rookworld-study-") as tmp:
+        (Path(tmp) / f"{STUDY_ARTIFACT}.md").write_text(study_markdown(summary))
+        (Path(tmp) / f"{STUDY_ARTIFACT}.json").write_text(json.dumps(study_dict(summary), indent=2, default=str))
+        client.log_artifacts(parent_run_id, tmp, SUMMARY_ARTIFACT_DIR)
+    values = {f"sweep.optuna.n_{s.lower()}": n for s, n in summary.state_counts.items()}
+    tags = {}
+    best = summary.best
+    if best is not None:
+        values["sweep.optuna.best_value"] = best.value
+        tags["sweep.optuna.best_trial"] = str(best.number)
+        tags.update({f"sweep.optuna.best.{k}": _fmt_param(v) for k, v in best.params.items()})
+    timestamp = time.time_ns() // 1_000_000
+    step = len(summary.trials)
+    client.log_batch(parent_run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
+    items = [RunTag(k, v[:8000]) for k, v in tags.items()]
+    for start in range(0, len(items), 100):
+        client.log_batch(parent_run_id, tags=items[start : start + 100])

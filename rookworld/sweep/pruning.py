@@ -1,0 +1,131 @@
+"""The job side of the Optuna bridge: report a metric to the job's own trial; the pruner may stop it.
+
+hydra-optuna-sweeper has no pruner support. rookworld's sweeper (rookworld/sweep/sweeper.py) gives
+each trial its number as the override `trial.number=N`; `rookworld.train` then adds this hook to
+the trainer (`OptunaPruningHook.from_config(cfg)` when `cfg.trial.number` is set). The hook binds to
+trial N of the sweep's study (`hydra.sweeper.study_name` / `storage`, or `trial.study` /
+`trial.storage`) with the pruner of `trial.pruner`, and after each training step:
+
+1. when the step's metrics hold `trial.metric` (eval/score exists at evaluation steps only) and the
+   step is a multiple of `trial.every`, reports the mean of the metric's last `trial.window` values
+   at that step (`Trial.report`);
+2. asks the pruner (`Trial.should_prune`); if it says prune, ends the trial PRUNED in the study
+   (`study.tell`, from the job) and returns True: the trainer stops with outcome `pruned`, which
+   the Tracker tags in MLflow. The sweeper, whose `tell` skips finished trials, leaves it PRUNED.
+
+A trial a guard stops (kl_failure, nan_failure) is not pruned: the trainer returns
+`objective.failure_penalty` and the sweeper tells it COMPLETE with that value (its MLflow run says
+which guard). The reported value must improve in the study's direction (maximize by default).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import optuna
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+from optuna.pruners import BasePruner, HyperbandPruner, MedianPruner, NopPruner, PercentilePruner, ThresholdPruner
+from optuna.trial import TrialState
+
+from rookworld.config import ConfigError
+from rookworld.sweep.study import open_storage, trial_id
+from rookworld.tracking import hydra_base_dir
+
+log = logging.getLogger(__name__)
+
+PRUNERS: dict[str, type[BasePruner]] = {
+    "none": NopPruner,
+    "median": MedianPruner,
+    "percentile": PercentilePruner,
+    "hyperband": HyperbandPruner,
+    "threshold": ThresholdPruner,
+}
+
+
+@dataclass(frozen=True)
+class ReportSettings:
+    number: int
+    metric: str
+    every: int
+    window: int
+
+    @classmethod
+    def from_config(cls, trial: DictConfig) -> ReportSettings:
+        number, metric, every, window = trial.number, trial.metric, trial.every, trial.window
+        _require(isinstance(number, int) and number >= 0, "trial.number", number, "must be an Optuna trial number >= 0")
+        _require(isinstance(metric, str) and bool(metric), "trial.metric", metric, "must name a step metric, e.g. eval/score")
+        _require(isinstance(every, int) and every >= 1, "trial.every", every, "must be an integer >= 1")
+        _require(isinstance(window, int) and window >= 1, "trial.window", window, "must be an integer >= 1")
+        return cls(number, metric, every, window)
+
+
+def _require(ok: bool, key: str, value: Any, rule: str) -> None:
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: {rule}")
+
+
+def build_pruner(pruner: DictConfig) -> BasePruner:
+    """`trial.pruner`: `kind` (none | median | percentile | hyperband | threshold) and its arguments."""
+    options = OmegaConf.to_container(pruner, resolve=True)
+    assert isinstance(options, dict)
+    kind = options.pop("kind", None)
+    _require(kind in PRUNERS, "trial.pruner.kind", kind, f"expected one of {', '.join(PRUNERS)}")
+    try:
+        return PRUNERS[kind](**options)
+    except (TypeError, ValueError) as error:
+        raise ConfigError(f"trial.pruner={dict(pruner)!r}: {error} (an argument of another pruner? drop it with "
+                          "~trial.pruner.KEY)") from error
+
+
+def study_location(trial: DictConfig) -> tuple[str, str]:
+    """(study name, storage URL): `trial.study` / `trial.storage`, else the sweeper's."""
+    sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else OmegaConf.create()
+    name = trial.study or sweeper.get("study_name")
+    url = trial.storage or sweeper.get("storage")
+    _require(bool(name) and bool(url), "trial.study/trial.storage", (name, url),
+             "no Optuna study: run inside an Optuna sweep (-m sweeps=NAME) or set both")
+    return str(name), str(url)
+
+
+class OptunaPruningHook:
+    """A trainer StepHook reporting to one Optuna trial (see the module docstring)."""
+
+    def __init__(self, study: optuna.Study, trial: optuna.trial.Trial, settings: ReportSettings) -> None:
+        self.study = study
+        self.trial = trial
+        self.settings = settings
+        self._values: deque[float] = deque(maxlen=settings.window)
+
+    @classmethod
+    def from_config(cls, cfg: DictConfig) -> OptunaPruningHook:
+        settings = ReportSettings.from_config(cfg.trial)
+        name, url = study_location(cfg.trial)
+        storage = open_storage(url, hydra_base_dir())
+        study = optuna.load_study(study_name=name, storage=storage, pruner=build_pruner(cfg.trial.pruner),
+                                  sampler=optuna.samplers.RandomSampler())  # the job never samples
+        bound = trial_id(storage, name, settings.number)
+        state = storage.get_trial(bound).state
+        if state != TrialState.RUNNING:
+            raise RuntimeError(f"Optuna trial {settings.number} of study {name!r} is {state.name}, not RUNNING "
+                               "(failed as stale by a newer sweep?)")
+        log.info("reporting %s to Optuna trial %d of study %s (%s)", settings.metric, settings.number, name,
+                 type(study.pruner).__name__)
+        return cls(study, optuna.trial.Trial(study, bound), settings)
+
+    def should_prune(self, step: int, metrics: dict[str, float]) -> bool:
+        value = metrics.get(self.settings.metric)
+        if value is None:
+            return False
+        self._values.append(float(value))
+        if step % self.settings.every:
+            return False
+        self.trial.report(sum(self._values) / len(self._values), step)
+        if not self.trial.should_prune():
+            return False
+        self.study.tell(self.trial, state=TrialState.PRUNED)
+        log.info("Optuna trial %d pruned at step %d", self.settings.number, step)
+        return True

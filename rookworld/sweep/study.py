@@ -1,0 +1,258 @@
+"""Optuna studies of rookworld sweeps: storages, each trial's own number, trials whose sweeper died.
+
+Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the pruning hook
+(rookworld/sweep/pruning.py, in each job).
+
+- Storage URLs: any SQLAlchemy URL Optuna's RDBStorage takes (`sqlite:///outputs/optuna/x.db`,
+  `postgresql://user@host/db`), or `journal:PATH` for Optuna's JournalStorage on a file. Relative
+  sqlite and journal paths are relative to the launch directory (Hydra's runtime.cwd), in the
+  sweep process and in every job alike.
+- Trial number: the sweeper adds each trial's own number as the param `trial.number` (an int
+  distribution with low == high, which samplers ignore), so the job receives it as the override
+  `trial.number=N` and can bind to its trial.
+- Stale trials: the sweeper stamps every trial it runs with its host, pid and the time (system attr
+  `rookworld:sweeper`) and refreshes the stamp every heartbeat interval. A RUNNING trial is stale
+  when its sweeper process is gone (same host, pid not alive) or its stamp is older than the grace
+  period (another host). A stale trial is failed (system attr `rookworld:stale`, user attr
+  `fail_reason`) and re-queued with the same params (user attr `rookworld:retry_of`), at most
+  `retries` times along a chain of retries.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Sequence
+
+import optuna
+from optuna.exceptions import UpdateFinishedTrialError
+from optuna.storages import BaseStorage, JournalStorage, RDBStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from rookworld.tracking import absolute_path, resolve_uri
+
+log = logging.getLogger(__name__)
+
+TRIAL_NUMBER_PARAM = "trial.number"
+OWNER_ATTR = "rookworld:sweeper"
+STALE_ATTR = "rookworld:stale"
+RETRY_OF_ATTR = "rookworld:retry_of"
+RETRIES_ATTR = "rookworld:retries"
+FAIL_REASON_ATTR = "fail_reason"
+JOURNAL_PREFIX = "journal:"
+_SQLITE_PREFIX = "sqlite:///"
+_SQLITE_LOCK_TIMEOUT_S = 60  # parallel jobs wait for SQLite's write lock instead of failing after 5 s
+
+
+# ---------------------------------------------------------------- storage
+
+
+def storage_file(url: str, base_dir: str) -> Path | None:
+    """The file of a sqlite or journal storage (absolute); None for a database server."""
+    if url.startswith(JOURNAL_PREFIX):
+        return absolute_path(url[len(JOURNAL_PREFIX) :], base_dir)
+    url = resolve_uri(url, base_dir)
+    return Path(url[len(_SQLITE_PREFIX) :]) if url.startswith(_SQLITE_PREFIX) else None
+
+
+def open_storage(url: str, base_dir: str) -> BaseStorage:
+    """The storage a URL names (see the module docstring); parent folders of file stores are created."""
+    path = storage_file(url, base_dir)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    if url.startswith(JOURNAL_PREFIX):
+        return JournalStorage(JournalFileBackend(str(path)))
+    if path is not None:
+        return RDBStorage(f"{_SQLITE_PREFIX}{path}", engine_kwargs={"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}})
+    return RDBStorage(url)
+
+
+def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study_name), number)
+
+
+# ---------------------------------------------------------------- the trial number
+
+
+def add_trial_number(trial: optuna.trial.Trial) -> None:
+    """A custom-search-space step: the trial's own number becomes the override `trial.number=N`."""
+    trial.suggest_int(TRIAL_NUMBER_PARAM, trial.number, trial.number)
+
+
+def trial_number_of(overrides: Sequence[str]) -> int:
+    """The trial number in a job's overrides (the sweeper always puts `trial.number=N` there)."""
+    prefix = f"{TRIAL_NUMBER_PARAM}="
+    for override in overrides:
+        if override.startswith(prefix):
+            return int(override[len(prefix) :])
+    raise ValueError(f"no {prefix}N among the job's overrides {list(overrides)}")
+
+
+def swept_params(trial: FrozenTrial) -> dict[str, Any]:
+    """The trial's params without its own number."""
+    return {k: v for k, v in trial.params.items() if k != TRIAL_NUMBER_PARAM}
+
+
+# ---------------------------------------------------------------- heartbeat
+
+
+@dataclass(frozen=True)
+class Owner:
+    """The sweeper process running a trial."""
+
+    host: str
+    pid: int
+
+    @classmethod
+    def this_process(cls) -> Owner:
+        return cls(socket.gethostname(), os.getpid())
+
+    @classmethod
+    def of(cls, trial: FrozenTrial) -> tuple[Owner, float] | None:
+        stamp = trial.system_attrs.get(OWNER_ATTR)
+        if not stamp:
+            return None
+        return cls(stamp["host"], int(stamp["pid"])), float(stamp["heartbeat"])
+
+    def stamp(self) -> dict[str, Any]:
+        return {"host": self.host, "pid": self.pid, "heartbeat": time.time()}
+
+    def gone(self) -> bool:
+        """True when this host is ours and the process no longer exists (or is this new process)."""
+        if self.host != socket.gethostname():
+            return False
+        if self.pid == os.getpid():
+            return True  # a pid reused by this fresh sweeper: the old owner is gone
+        try:
+            os.kill(self.pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False  # exists, another user's process
+        return False
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.pid}"
+
+
+class Heartbeat:
+    """Stamps the trials this sweeper runs as alive, every `interval_s`, from a daemon thread.
+
+    `own(trial_id)` stamps a trial at once and keeps stamping it until it is finished (told by the
+    sweeper or pruned by its job).
+    """
+
+    def __init__(self, storage: BaseStorage, interval_s: float) -> None:
+        self._storage = storage
+        self._interval_s = interval_s
+        self._owner = Owner.this_process()
+        self._owned: set[int] = set()
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rookworld-heartbeat", daemon=True)
+
+    def own(self, trial_id: int) -> None:
+        self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp())
+        with self._lock:
+            self._owned.add(trial_id)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self._interval_s):
+            self.beat()
+
+    def beat(self) -> None:
+        with self._lock:
+            owned = sorted(self._owned)
+        for trial_id in owned:
+            if not self._stamp_if_running(trial_id):
+                with self._lock:
+                    self._owned.discard(trial_id)
+
+    def _stamp_if_running(self, trial_id: int) -> bool:
+        if self._storage.get_trial(trial_id).state != TrialState.RUNNING:
+            return False
+        try:
+            self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp())
+        except UpdateFinishedTrialError:
+            return False  # finished between the check and the stamp
+        return True
+
+
+# ---------------------------------------------------------------- stale trials
+
+
+@dataclass(frozen=True)
+class StaleTrial:
+    number: int
+    reason: str
+    retried: bool
+
+
+def stale_reason(trial: FrozenTrial, grace_s: float) -> str | None:
+    """Why a RUNNING trial is stale, or None when its sweeper may still be running it."""
+    owned = Owner.of(trial)
+    if owned is None:
+        started = trial.datetime_start
+        age = (datetime.now(started.tzinfo) - started).total_seconds() if started else float("inf")
+        return f"running {age:.0f} s with no sweeper heartbeat" if age > grace_s else None
+    owner, heartbeat = owned
+    if owner.gone():
+        return f"its sweeper process {owner} is gone"
+    silence = time.time() - heartbeat
+    return f"no heartbeat from its sweeper {owner} for {silence:.0f} s" if silence > grace_s else None
+
+
+def resolve_stale_trials(study: optuna.Study, storage: BaseStorage, grace_s: float, retries: int) -> list[StaleTrial]:
+    """Fail the study's stale RUNNING trials and re-queue each (same params) up to `retries` times."""
+    resolved = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        reason = stale_reason(trial, grace_s)
+        if reason is not None and _fail_stale(storage, trial_id(storage, study.study_name, trial.number), reason):
+            retried = _requeue(study, trial, retries)
+            resolved.append(StaleTrial(trial.number, reason, retried))
+            log.warning("trial %d was RUNNING but stale (%s): failed%s", trial.number, reason,
+                        ", re-queued with the same params" if retried else "")
+    return resolved
+
+
+def _fail_stale(storage: BaseStorage, trial_id: int, reason: str) -> bool:
+    try:
+        storage.set_trial_user_attr(trial_id, FAIL_REASON_ATTR, f"stale: {reason}")
+        storage.set_trial_system_attr(trial_id, STALE_ATTR, True)
+        storage.set_trial_state_values(trial_id, TrialState.FAIL)
+    except UpdateFinishedTrialError:
+        return False  # its job was alive after all and finished it meanwhile
+    return True
+
+
+def _requeue(study: optuna.Study, trial: FrozenTrial, retries: int) -> bool:
+    done = int(trial.user_attrs.get(RETRIES_ATTR, 0))
+    if done >= retries:
+        return False
+    study.enqueue_trial(swept_params(trial), user_attrs={RETRY_OF_ATTR: trial.number, RETRIES_ATTR: done + 1})
+    return True
+
+
+def is_stale_failure(trial: FrozenTrial) -> bool:
+    return trial.state == TrialState.FAIL and bool(trial.system_attrs.get(STALE_ATTR))
+
+
+def finished_count(study: optuna.Study) -> int:
+    """Trials that ran to their end: COMPLETE, PRUNED, and FAIL from the job itself (not stale)."""
+    finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=finished) if not is_stale_failure(t))
