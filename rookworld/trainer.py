@@ -135,6 +135,7 @@ class Trainer:
         self.last_eval_step = -1
         # The fast sampler on CUDA (None = plain sampler); it owns its buffers and CUDA graphs across steps.
         self.decoder = make_decoder(self.policy)
+        self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
         self.sync_phases = False  # True: exact per-phase times (a device sync per phase; the benchmark)
 
     # ---------------------------------------------------------------- the loop
@@ -260,18 +261,19 @@ class Trainer:
                 mb_mask = batch.mask[minibatch]
                 normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
                 self.optimizer.zero_grad(set_to_none=True)
-                loss_value = 0.0
+                loss_value = torch.zeros((), device=self.device)  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
                 for rows in minibatch.split(micro):
                     loss, logp, entropy, stats = self._micro_loss(batch.rows(rows), normalizer, beta)
                     loss.backward()
-                    loss_value += loss.item()
+                    loss_value += loss.detach().float()
                     if epoch == 0:
                         sampling_logp[rows] = (batch.old_logp[rows] if batch.old_logp is not None
                                                else logp.detach().float())
                         entropy_sum += (entropy * batch.mask[rows]).sum()
                     for key, value in stats.items():
-                        totals[key] += value * float(batch.mask[rows].sum())
+                        totals[key] = totals[key] + value * batch.mask[rows].sum()
+                loss_value = float(loss_value)
                 grad_norm = self._clip_gradients()
                 if math.isfinite(loss_value) and math.isfinite(grad_norm):
                     self.optimizer.step()
@@ -287,9 +289,9 @@ class Trainer:
             "grad_norm": totals["grad_norm"] / max(updates, 1) if updates else float("nan"),
             "learning_rate": lr,
             "entropy": (entropy_sum / batch.mask.sum().clamp(min=1)).item(),
-            "clip_ratio/low_mean": totals["clip_low"] / max(tokens, 1),
-            "clip_ratio/high_mean": totals["clip_high"] / max(tokens, 1),
-            "clip_ratio/region_mean": totals["clip_region"] / max(tokens, 1),
+            "clip_ratio/low_mean": float(totals["clip_low"]) / max(tokens, 1),
+            "clip_ratio/high_mean": float(totals["clip_high"]) / max(tokens, 1),
+            "clip_ratio/region_mean": float(totals["clip_region"]) / max(tokens, 1),
             "nonfinite": float(nonfinite),
         }
         if batch.ref_logp is not None:
@@ -310,7 +312,7 @@ class Trainer:
             per_token = per_token + beta * kl_per_token(logp, rows["ref_logp"].float(), self.cfg.kl.estimator)
         loss = normalizer.aggregate(per_token, rows["mask"])
         clip = clip_stats(ratio.detach(), rows["advantages"], rows["mask"], eps_low, eps_high)
-        stats = {"clip_low": clip.low.item(), "clip_high": clip.high.item(), "clip_region": clip.region.item()}
+        stats = {"clip_low": clip.low.detach(), "clip_high": clip.high.detach(), "clip_region": clip.region.detach()}
         return loss, logp, entropy.detach().float(), stats
 
     def _prompt_length(self, rows: dict) -> int:
