@@ -1,31 +1,33 @@
-"""Fast batched sampling: a static KV cache and the one-token decode step captured in CUDA graphs.
+"""Fast batched sampling: static KV caches and the one-token decode step captured in a CUDA graph.
 
 `StaticDecoder(model).generate(...)` has the contract of `sampling.generate` (same arguments bar the
-model, same `Generation`) and the same algorithm, token for token: one prefill over the left-padded
-prompts, then one step per token that samples from the current logits, records the token (pad once a
-row is finished), and runs the model on it. What differs is how the work reaches the GPU:
+model, same `Generation`) and its algorithm, token for token: a prefill of the left-padded prompts,
+then per step: sample from the current logits, record the token (pad once a row is finished), run
+the model on it. How the work reaches the GPU differs:
 
-- Every tensor a step touches is preallocated and owned by the decoder: the KV cache
-  [n_layer, B, L, 2C] (keys and values of a token side by side, viewed as [B, H, L, D] without a
-  copy), the additive attention mask [B, L], the logits, the per-row state (token, position, cap,
-  finished) and the outputs [B, N]. The step reads the write position and the step number from
-  device tensors, so the same captured graph serves every step.
-- On CUDA the step is captured once per (batch shape, attention span, sampling settings) and
-  replayed; graphs live in one private memory pool and are reused across calls. Attention reads the
-  cache only up to `span`, the written length rounded up to `span_block`, so early steps read less.
-- Sampling runs inside the graph: temperature, top-k, top-p, and the draw itself as
-  argmax(probs / Exponential(1)) with the given generator, which is exactly how `torch.multinomial`
-  draws one sample (without its host-side validity check). With the same generator state the
-  decoder draws the same tokens as `sampling.generate` wherever the logits agree.
-- The host checks whether every row has finished only every `check_every` steps, so a batch may run
-  a few steps past its end; those steps emit only padding and are trimmed from the result.
-- Compute dtype: bfloat16 on CUDA (a bf16 copy of the weights, refreshed at each call, and a bf16
-  residual stream), float32 elsewhere (the model's own parameters, no copy). Autocast is switched
-  off inside: the decoder's numerics do not depend on the caller's context.
+- Buffers owned by the decoder and reused across calls: a prompt KV cache per distinct prompt
+  [n_layer, U, P, 2C] (the G completions of a GRPO group share one; the prefill runs once per
+  distinct prompt), a completion KV cache per row [n_layer, B, N, 2C], logits, per-row state and
+  the outputs [B, N]. The step number, prompt width and positions live on the device, so one
+  captured graph serves every step of every call with the same buffers and sampling settings.
+  Buffers grow (and the graph is re-captured) only when a call needs more rows, prompt width or
+  new tokens than any before; the graph memory pool is private to the decoder.
+- The residual stream is float32 and matrix products run in the compute dtype (bfloat16 on CUDA:
+  copies of the linear weights refreshed at each call), the numerics of the trainer's autocast.
+  The output projection uses a copy of the embedding padded to a multiple of 64 rows, which keeps
+  cuBLAS on its fast kernels (50257 rows is not 16-byte aligned).
+- On CUDA with Triton, fused kernels (rookworld.model.decode_kernels) do the embedding,
+  residual-add + LayerNorm, attention (+ KV write) and sampling + bookkeeping in one launch each.
+  Elsewhere the same step runs as plain PyTorch ops (the CPU path of the tests; on CUDA it is what
+  the graph captures when Triton is missing).
+- Sampling draws exactly like torch.multinomial draws one sample: argmax(probs / E) with
+  E ~ Exponential(1) from the given generator, inside the graph (the generator is registered with
+  it). Same generator state, same logits: same tokens as `sampling.generate`.
+- The host checks whether every row has finished only every `check_every` steps; the extra steps
+  emit padding only and are trimmed from the result.
 
-On the CPU the same step runs eagerly (no graphs): that is what the tests compare against the plain
-sampler. `make_decoder(model)` returns a StaticDecoder on CUDA and None elsewhere, where the plain
-sampler stays the simple path.
+`make_decoder(model)` returns a StaticDecoder on CUDA and None elsewhere, where the plain sampler
+stays the simple path.
 """
 
 from __future__ import annotations
@@ -36,11 +38,15 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import sdpa_kernel
 
-from rookworld.model.gpt2 import GPT, attention_mask_4d
+from rookworld.model import decode_kernels as kernels
+from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_mask_4d
 from rookworld.model.sampling import Generation, generate, keep_top_k, keep_top_p, left_pad
 
 MAX_STOPS = 8
+VOCAB_ALIGN = 64
+_side_streams: dict[torch.device, torch.cuda.Stream] = {}  # one per device: cuBLAS keeps a workspace per stream
 
 
 @dataclass(frozen=True)
@@ -53,39 +59,47 @@ class SamplingSpec:
     pad_id: int
     n_stops: int
 
+    @property
+    def fused(self) -> bool:
+        """Sampling the fused kernel does (top-k / top-p take the PyTorch path)."""
+        return self.greedy or (not self.top_k and (self.top_p is None or self.top_p >= 1.0))
+
 
 @dataclass
 class DecodeBuffers:
-    """Everything a decode step reads or writes, for one batch size and cache capacity."""
-    kv: Tensor            # [n_layer, B, L, 2C] keys | values of every cached token
-    mask: Tensor          # [B, L] additive attention mask (0 = visible, -inf = not)
-    logits: Tensor        # [B, V] logits of the next token
-    position: Tensor      # [B] long, position id of each row's next token
-    write_index: Tensor   # [1] long, cache column the next token is written to (= P + step)
-    step: Tensor          # [1] long, the step number
-    caps: Tensor          # [B] long, per-row max_new_tokens
-    finished: Tensor      # [B] bool
-    stops: Tensor         # [MAX_STOPS] long, stop token ids (the first n_stops are used)
-    out_tokens: Tensor    # [B, N] long
-    out_logprobs: Tensor  # [B, N] float32
-    out_active: Tensor    # [B, N] bool
+    """Everything a decode step reads or writes, for one batch size and capacity."""
+    prompt_kv: Tensor      # [n_layer, U, P_cap, 2C] keys | values of each distinct prompt
+    prompt_bias: Tensor    # [U, P_cap] float32: 0 for prompt tokens, -inf for padding
+    completion_kv: Tensor  # [n_layer, B, N_cap, 2C] keys | values of each row's completion
+    leader: Tensor         # [B] long: the prompt (row of prompt_kv) of each row
+    prompt_width: Tensor   # [1] long: P of this call
+    logits: Tensor         # [B, V_pad] next-token logits (compute dtype)
+    noise: Tensor          # [B, V] float32 Exponential(1) draws
+    x: Tensor              # [B, C] float32 residual stream
+    h: Tensor              # [B, C] LayerNorm output (compute dtype)
+    y: Tensor              # [B, C] attention output (compute dtype)
+    emitted: Tensor        # [B] long: token fed to the model this step (pad once finished)
+    position: Tensor       # [B] long: position id of each row's next token
+    fed_position: Tensor   # [B] long: position id of `emitted`
+    step: Tensor           # [1] long: index of the token being sampled
+    caps: Tensor           # [B] long: per-row max_new_tokens
+    finished: Tensor       # [B] bool
+    stops: Tensor          # [MAX_STOPS] long (the first n_stops are used)
+    out_tokens: Tensor     # [B, N_cap] long
+    out_logprobs: Tensor   # [B, N_cap] float32
+    out_active: Tensor     # [B, N_cap] bool
 
     @property
-    def batch(self) -> int:
-        return self.kv.shape[1]
-
-    @property
-    def capacity(self) -> int:
-        return self.kv.shape[2]
-
-    @property
-    def max_new(self) -> int:
-        return self.out_tokens.shape[1]
+    def shape(self) -> tuple[int, int, int, int]:
+        """(rows, distinct prompts, prompt width, new tokens) this set of buffers holds."""
+        return (self.completion_kv.shape[1], self.prompt_kv.shape[1], self.prompt_kv.shape[2],
+                self.completion_kv.shape[2])
 
 
 class DecodeWeights:
-    """The model's parameters in the compute dtype: the parameters themselves when the dtype matches,
-    else copies refreshed (in place, so captured graphs see them) at every `refresh()`."""
+    """The model's parameters as the decode step reads them: embeddings and LayerNorms from the model
+    itself (float32, like autocast), linear layers and the padded output projection in the compute
+    dtype (copies refreshed in place by `refresh()`, so a captured graph sees every update)."""
 
     def __init__(self, model: GPT, dtype: torch.dtype):
         self.model, self.dtype = model, dtype
@@ -95,28 +109,41 @@ class DecodeWeights:
         named = dict(self.model.named_parameters())
         self.sources = list(named.values())
         self.pointers = [p.data_ptr() for p in self.sources]
-        self.copied = any(p.dtype != self.dtype for p in self.sources)
-        tensors = [p.detach().to(self.dtype, copy=True) if self.copied else p.detach() for p in self.sources]
-        self.tensors = dict(zip(named, tensors))
+        copied = [name for name, p in named.items() if is_matmul(name) and p.dtype != self.dtype]
+        self.tensors = {name: p.detach().to(self.dtype, copy=True) if name in copied else p.detach()
+                        for name, p in named.items()}
+        wte = named["wte.weight"].detach()
+        padded = -(-wte.shape[0] // VOCAB_ALIGN) * VOCAB_ALIGN
+        if padded == wte.shape[0] and wte.dtype == self.dtype:
+            self.unembed = wte
+        else:
+            self.unembed = torch.zeros(padded, wte.shape[1], dtype=self.dtype, device=wte.device)
+        self.copies = [(self.tensors[name], named[name].detach()) for name in copied] \
+            + ([(self.unembed[:wte.shape[0]], wte)] if self.unembed is not wte else [])
 
     def refresh(self) -> bool:
-        """Bring the weights up to date; True if their storage moved (captured graphs are stale)."""
+        """Bring the copies up to date; True if the model's storage moved (captured graphs are stale)."""
         if [p.data_ptr() for p in self.sources] != self.pointers:
             self._bind()
             return True
-        if self.copied:
-            torch._foreach_copy_(list(self.tensors.values()), [p.detach() for p in self.sources])
+        if self.copies:
+            destinations, sources = zip(*self.copies)
+            torch._foreach_copy_(list(destinations), list(sources))
         return False
 
     def __getitem__(self, name: str) -> Tensor:
         return self.tensors[name]
 
 
+def is_matmul(name: str) -> bool:
+    return ".attn.c_" in name or ".mlp.c_" in name
+
+
 class StaticDecoder:
     """Batched sampling with preallocated buffers; on CUDA the decode step runs as a CUDA graph."""
 
     def __init__(self, model: GPT, *, dtype: torch.dtype | None = None, use_graphs: bool | None = None,
-                 check_every: int = 16, span_block: int = 32, ignore_stops: bool = False):
+                 use_kernels: bool | None = None, check_every: int = 16, ignore_stops: bool = False):
         self.model = model
         self.device = model.wte.weight.device
         is_cuda = self.device.type == "cuda"
@@ -124,15 +151,15 @@ class StaticDecoder:
         self.use_graphs = is_cuda if use_graphs is None else use_graphs
         if self.use_graphs and not is_cuda:
             raise ValueError("CUDA graphs need a model on a CUDA device")
+        self.use_kernels = kernels.kernels_available(self.device) if use_kernels is None else use_kernels
         self.check_every = check_every
-        self.span_block = span_block
         self.ignore_stops = ignore_stops  # benchmarks: every row runs to its cap
         self.weights = DecodeWeights(model, self.dtype)
         self.buffers: DecodeBuffers | None = None
-        self.graphs: dict[tuple[int, SamplingSpec], torch.cuda.CUDAGraph] = {}
+        self.graphs: dict[SamplingSpec, torch.cuda.CUDAGraph] = {}
         self.graph_generator: torch.Generator | None = None
         self.pool = None
-        self.captures = 0  # graphs captured so far (a re-capture per step would show here)
+        self.captures = 0  # graphs captured so far (re-captures show up here)
 
     # ------------------------------------------------------------------ public
     @torch.no_grad()
@@ -152,20 +179,19 @@ class StaticDecoder:
         n_max = max(int(n) for n in max_new_tokens)
         if n_max <= 0:
             return empty_generation(prompt_ids, prompt_mask)
-        P = prompt_ids.shape[1]
-        with torch.autocast(self.device.type, enabled=False):
+        distinct, leader = distinct_prompts(prompts)
+        with torch.autocast(self.device.type, enabled=False), sdpa_kernel(ATTENTION_BACKENDS):
             if self.weights.refresh():
                 self.release_graphs()
-            self._ensure_buffers(len(prompts), P + n_max, n_max)
-            spans = [self._span(P + step + 1) for step in range(n_max)]
+            self._ensure_buffers(len(prompts), len(distinct), prompt_ids.shape[1], n_max)
             if self.use_graphs:
-                self._capture(sorted(set(spans)), spec, generator)
-            self._prefill(prompt_ids, prompt_mask, max_new_tokens, stops)
-            steps = self._decode(spans, spec, generator)
+                self._capture(spec, generator)
+            self._prefill(prompt_ids[distinct], prompt_mask[distinct], leader, max_new_tokens, stops)
+            steps = self._decode(n_max, prompt_ids.shape[1], spec, generator)
         return self._collect(prompt_ids, prompt_mask, steps)
 
     def release_graphs(self) -> None:
-        """Drop every captured graph (their memory pool goes with them)."""
+        """Drop every captured graph (and with them their memory pool)."""
         if self.graphs and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         for graph in self.graphs.values():
@@ -179,111 +205,139 @@ class StaticDecoder:
         self.buffers = None
 
     # ------------------------------------------------------------------ buffers and graphs
-    def _span(self, length: int) -> int:
-        block = self.span_block
-        return min((length + block - 1) // block * block, self.buffers.capacity)
-
-    def _ensure_buffers(self, batch: int, length: int, max_new: int) -> None:
+    def _ensure_buffers(self, rows: int, distinct: int, width: int, new_tokens: int) -> None:
         current = self.buffers
-        if current is not None and current.batch == batch and current.capacity >= length \
-                and current.max_new >= max_new:
-            return
-        capacity = (length + self.span_block - 1) // self.span_block * self.span_block
-        if current is not None and current.batch == batch:
-            capacity, max_new = max(capacity, current.capacity), max(max_new, current.max_new)
+        if current is not None:
+            have = current.shape
+            if have[0] == rows and all(h >= n for h, n in zip(have[1:], (distinct, width, new_tokens))):
+                return
+            if have[0] == rows:  # grow, never shrink: a later, smaller call reuses these
+                distinct, width, new_tokens = max(distinct, have[1]), max(width, have[2]), max(new_tokens, have[3])
         self.release_graphs()
-        self.buffers = None  # free the old cache before allocating the new one
-        self.buffers = self._allocate(batch, capacity, max_new)
+        self.buffers = None  # free the old buffers before allocating new ones
+        self.buffers = self._allocate(rows, distinct, round_up(width, 32), round_up(new_tokens, 16))
 
-    def _allocate(self, batch: int, capacity: int, max_new: int) -> DecodeBuffers:
-        config, device = self.model.config, self.device
+    def _allocate(self, rows: int, distinct: int, width: int, new_tokens: int) -> DecodeBuffers:
+        config, device, dtype = self.model.config, self.device, self.dtype
+        C = config.n_embd
         longs = dict(dtype=torch.long, device=device)
+        floats = dict(dtype=torch.float32, device=device)
         return DecodeBuffers(
-            kv=torch.zeros(config.n_layer, batch, capacity, 2 * config.n_embd, dtype=self.dtype, device=device),
-            mask=torch.zeros(batch, capacity, dtype=self.dtype, device=device),
-            logits=torch.zeros(batch, config.vocab_size, dtype=self.dtype, device=device),
-            position=torch.zeros(batch, **longs),
-            write_index=torch.zeros(1, **longs), step=torch.zeros(1, **longs),
-            caps=torch.zeros(batch, **longs), finished=torch.zeros(batch, dtype=torch.bool, device=device),
-            stops=torch.zeros(MAX_STOPS, **longs),
-            out_tokens=torch.zeros(batch, max_new, **longs),
-            out_logprobs=torch.zeros(batch, max_new, dtype=torch.float32, device=device),
-            out_active=torch.zeros(batch, max_new, dtype=torch.bool, device=device),
+            prompt_kv=torch.zeros(config.n_layer, distinct, width, 2 * C, dtype=dtype, device=device),
+            prompt_bias=torch.zeros(distinct, width, **floats),
+            completion_kv=torch.zeros(config.n_layer, rows, new_tokens, 2 * C, dtype=dtype, device=device),
+            leader=torch.zeros(rows, **longs), prompt_width=torch.zeros(1, **longs),
+            logits=torch.zeros(rows, self.weights.unembed.shape[0], dtype=dtype, device=device),
+            noise=torch.ones(rows, config.vocab_size, **floats),
+            x=torch.zeros(rows, C, **floats), h=torch.zeros(rows, C, dtype=dtype, device=device),
+            y=torch.zeros(rows, C, dtype=dtype, device=device),
+            emitted=torch.zeros(rows, **longs), position=torch.zeros(rows, **longs),
+            fed_position=torch.zeros(rows, **longs), step=torch.zeros(1, **longs), caps=torch.zeros(rows, **longs),
+            finished=torch.zeros(rows, dtype=torch.bool, device=device), stops=torch.zeros(MAX_STOPS, **longs),
+            out_tokens=torch.zeros(rows, new_tokens, **longs), out_logprobs=torch.zeros(rows, new_tokens, **floats),
+            out_active=torch.zeros(rows, new_tokens, dtype=torch.bool, device=device),
         )
 
-    def _capture(self, spans: list[int], spec: SamplingSpec, generator: torch.Generator | None) -> None:
+    def _capture(self, spec: SamplingSpec, generator: torch.Generator | None) -> None:
         if generator is not self.graph_generator:
-            self.release_graphs()  # graphs advance the generator they were captured with
+            self.release_graphs()  # a graph advances the generator it was captured with
             self.graph_generator = generator
-        missing = [span for span in spans if (span, spec) not in self.graphs]
-        if not missing:
+        if spec in self.graphs:
             return
         rng_state = generator.get_state() if generator is not None else None
         self._reset_state()
-        side = torch.cuda.Stream(self.device)
+        side = side_stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):  # warm-up: lazy library initialisation stays out of the graphs
-            for span in missing:
-                self._step(span, spec, generator)
+        with torch.cuda.stream(side):  # warm-up: lazy initialisation stays out of the graph
+            self._step(spec, generator)
         torch.cuda.current_stream(self.device).wait_stream(side)
+        self._reset_state()
         if self.pool is None:
             self.pool = torch.cuda.graph_pool_handle()
-        for span in missing:
-            graph = torch.cuda.CUDAGraph()
-            if generator is not None:
-                graph.register_generator_state(generator)
-            with torch.cuda.graph(graph, pool=self.pool):
-                self._step(span, spec, generator)
-            self.graphs[(span, spec)] = graph
-            self.captures += 1
+        graph = torch.cuda.CUDAGraph()
+        if generator is not None:
+            graph.register_generator_state(generator)
+        with torch.cuda.graph(graph, pool=self.pool, stream=side):
+            self._step(spec, generator)
+        self.graphs[spec] = graph
+        self.captures += 1
         if rng_state is not None:
             generator.set_state(rng_state)
 
     def _reset_state(self) -> None:
-        """Harmless values for warm-up steps: in-range write positions, nothing finished."""
+        """Harmless values for a warm-up step: in-range indices, nothing finished, no prompt."""
         b = self.buffers
-        for tensor in (b.write_index, b.step, b.position):
+        for tensor in (b.step, b.prompt_width, b.leader, b.position, b.fed_position, b.emitted):
             tensor.zero_()
-        b.caps.fill_(b.max_new)
+        b.caps.fill_(b.shape[3])
         b.finished.fill_(False)
-        b.mask.zero_()
 
     # ------------------------------------------------------------------ the algorithm
-    def _prefill(self, prompt_ids: Tensor, prompt_mask: Tensor, max_new_tokens: Sequence[int],
+    def _prefill(self, prompt_ids: Tensor, prompt_mask: Tensor, leader: list[int], max_new_tokens: Sequence[int],
                  stops: list[int]) -> None:
-        b, P = self.buffers, prompt_ids.shape[1]
+        """Run the distinct prompts, fill their KV cache and every row's first logits and state."""
+        b, (U, P) = self.buffers, prompt_ids.shape
         positions = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)
         mask = additive_mask(attention_mask_4d(prompt_mask, 0, P, self.device), self.dtype)
-        hidden = self._forward(prompt_ids, positions, mask, span=P, write=None)
-        b.logits.copy_(self._unembed(hidden[:, -1]))
-        b.mask.fill_(float("-inf"))
-        b.mask[:, :P].masked_fill_(prompt_mask, 0.0)
-        b.position.copy_(prompt_mask.sum(-1))
-        b.write_index.fill_(P)
+        x = F.embedding(prompt_ids, self.weights["wte.weight"]) + F.embedding(positions, self.weights["wpe.weight"])
+        for layer in range(self.model.config.n_layer):
+            x = self._prefill_layer(layer, x, mask, U, P)
+        hidden = self._layer_norm(x[:, -1], "ln_f")
+        b.leader.copy_(torch.tensor(leader, dtype=torch.long))
+        b.logits.copy_(F.linear(hidden, self.weights.unembed).index_select(0, b.leader))
+        b.prompt_bias.fill_(float("-inf"))
+        b.prompt_bias[:U, :P].masked_fill_(prompt_mask, 0.0)
+        b.prompt_width.fill_(P)
+        b.position.copy_(prompt_mask.sum(-1).index_select(0, b.leader))
         b.step.zero_()
-        b.caps[:] = torch.tensor(list(max_new_tokens), dtype=torch.long)
+        b.caps.copy_(torch.tensor(list(max_new_tokens), dtype=torch.long))
         b.finished.copy_(b.caps <= 0)
         if stops:
             b.stops[:len(stops)] = torch.tensor(stops, dtype=torch.long)
 
-    def _decode(self, spans: list[int], spec: SamplingSpec, generator: torch.Generator | None) -> int:
+    def _prefill_layer(self, layer: int, x: Tensor, mask: Tensor, U: int, P: int) -> Tensor:
+        C, H = self.model.config.n_embd, self.model.config.n_head
+        p = f"h.{layer}."
+        qkv = self._linear(self._layer_norm(x, p + "ln_1"), p + "attn.c_attn")
+        self.buffers.prompt_kv[layer, :U, :P] = qkv[..., C:]
+        q, k, v = (t.view(U, P, H, C // H).transpose(1, 2) for t in qkv.split(C, dim=2))
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(U, P, C)
+        return self._mlp(layer, x + self._linear(y, p + "attn.c_proj"))
+
+    def _decode(self, n_max: int, width: int, spec: SamplingSpec, generator: torch.Generator | None) -> int:
         """Run the steps; return how many ran."""
-        n_max = len(spans)
-        for step, span in enumerate(spans):
+        for step in range(n_max):
             if self.use_graphs:
-                self.graphs[(span, spec)].replay()
+                self.graphs[spec].replay()
             else:
-                self._step(span, spec, generator)
+                self._step(spec, generator, exact=(width, step))
             done = step + 1
             if done < n_max and done % self.check_every == 0 and bool(self.buffers.finished.all()):
                 return done
         return n_max
 
-    def _step(self, span: int, spec: SamplingSpec, generator: torch.Generator | None) -> None:
-        """Sample one token per row from `logits`, record it, run the model on it. Graph-safe: no host
-        reads, every result lands in a buffer."""
+    def _step(self, spec: SamplingSpec, generator: torch.Generator | None,
+              exact: tuple[int, int] | None = None) -> None:
+        """Sample a token per row, record it, run the model on it. Graph-safe (no host reads) unless
+        `exact` = (prompt width, step) is given: then attention covers exactly those keys (eager)."""
         b = self.buffers
-        token, logprob = sample_tokens(b.logits, spec, generator)
+        if self.use_kernels and spec.fused:
+            if not spec.greedy:
+                b.noise.exponential_(1, generator=generator)
+            kernels.sample_and_record(
+                b.logits, b.noise if not spec.greedy else b.logits, spec.temperature, spec.greedy, b.finished, b.caps,
+                b.stops, spec.n_stops, b.step, spec.pad_id, b.out_tokens, b.out_logprobs, b.out_active, b.emitted,
+                b.position, b.fed_position, self.model.config.vocab_size)
+        else:
+            self._record(*sample_tokens(b.logits[:, :self.model.config.vocab_size], spec, generator), spec)
+        if self.use_kernels:
+            self._forward_kernels()
+        else:
+            self._forward_torch(exact)
+        b.step += 1
+
+    def _record(self, token: Tensor, logprob: Tensor, spec: SamplingSpec) -> None:
+        b = self.buffers
         active = ~b.finished
         emitted = torch.where(active, token, spec.pad_id)
         b.out_tokens.index_copy_(1, b.step, emitted[:, None])
@@ -293,45 +347,75 @@ class StaticDecoder:
         if spec.n_stops:
             done = done | (token[:, None] == b.stops[None, :spec.n_stops]).any(1)
         b.finished |= done
-        b.mask.index_fill_(1, b.write_index, 0.0)
-        hidden = self._forward(emitted[:, None], b.position[:, None], b.mask[:, None, None, :span],
-                               span=span, write=b.write_index)
-        b.logits.copy_(self._unembed(hidden[:, -1]))
+        b.emitted.copy_(emitted)
+        b.fed_position.copy_(b.position)
         b.position += active
-        b.step += 1
-        b.write_index += 1
 
-    def _forward(self, ids: Tensor, positions: Tensor, mask: Tensor, *, span: int,
-                 write: Tensor | None) -> Tensor:
-        """Final-LayerNorm hidden states [B, T, C] of `ids` [B, T]; their keys and values go to cache
-        column `write` (a [1] tensor, T = 1) or to columns [0, T) (write None: the prefill)."""
-        w, config = self.weights, self.model.config
-        B, T = ids.shape
-        C, H = config.n_embd, config.n_head
+    def _forward_kernels(self) -> None:
+        """The model on `emitted` at `fed_position`, fused kernels around cuBLAS matrix products."""
+        b, w, config = self.buffers, self.weights, self.model.config
         eps = config.layer_norm_epsilon
-        x = F.embedding(ids, w["wte.weight"]) + F.embedding(positions, w["wpe.weight"])
+        kernels.embed_layernorm(b.x, w["wte.weight"], w["wpe.weight"], b.emitted, b.fed_position,
+                                w["h.0.ln_1.weight"], w["h.0.ln_1.bias"], b.h, eps)
         for layer in range(config.n_layer):
             p = f"h.{layer}."
-            h = F.layer_norm(x, (C,), w[p + "ln_1.weight"], w[p + "ln_1.bias"], eps)
-            qkv = F.linear(h, w[p + "attn.c_attn.weight"], w[p + "attn.c_attn.bias"])
-            cache = self.buffers.kv[layer]
-            if write is None:
-                cache[:, :T] = qkv[..., C:]
-            else:
-                cache.index_copy_(1, write, qkv[..., C:])
-            q = qkv[..., :C].view(B, T, H, C // H).transpose(1, 2)
-            k = cache[:, :span, :C].view(B, span, H, C // H).transpose(1, 2)
-            v = cache[:, :span, C:].view(B, span, H, C // H).transpose(1, 2)
-            y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
-            y = y.transpose(1, 2).reshape(B, T, C)
-            x = x + F.linear(y, w[p + "attn.c_proj.weight"], w[p + "attn.c_proj.bias"])
-            h = F.layer_norm(x, (C,), w[p + "ln_2.weight"], w[p + "ln_2.bias"], eps)
-            h = F.gelu(F.linear(h, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"]), approximate="tanh")
-            x = x + F.linear(h, w[p + "mlp.c_proj.weight"], w[p + "mlp.c_proj.bias"])
-        return F.layer_norm(x, (C,), w["ln_f.weight"], w["ln_f.bias"], eps)
+            qkv = self._linear(b.h, p + "attn.c_attn")
+            kernels.decode_attention(qkv, b.prompt_kv[layer], b.prompt_bias, b.leader, b.prompt_width,
+                                     b.completion_kv[layer], b.step, b.y, config.n_head)
+            kernels.add_layernorm(b.x, self._linear(b.y, p + "attn.c_proj"), w[p + "ln_2.weight"],
+                                  w[p + "ln_2.bias"], b.h, eps)
+            hidden = torch._addmm_activation(w[p + "mlp.c_fc.bias"], b.h, w[p + "mlp.c_fc.weight"].t(),
+                                             use_gelu=True)
+            after = f"h.{layer + 1}.ln_1" if layer + 1 < config.n_layer else "ln_f"
+            kernels.add_layernorm(b.x, self._linear(hidden, p + "mlp.c_proj"), w[after + ".weight"],
+                                  w[after + ".bias"], b.h, eps)
+        torch.mm(b.h, w.unembed.t(), out=b.logits)
 
-    def _unembed(self, hidden: Tensor) -> Tensor:
-        return F.linear(hidden, self.weights["wte.weight"])
+    def _forward_torch(self, exact: tuple[int, int] | None) -> None:
+        """The same forward in plain PyTorch ops (CPU, and CUDA without Triton)."""
+        b, w, config = self.buffers, self.weights, self.model.config
+        x = F.embedding(b.emitted, w["wte.weight"]) + F.embedding(b.fed_position, w["wpe.weight"])
+        for layer in range(config.n_layer):
+            p = f"h.{layer}."
+            qkv = self._linear(self._layer_norm(x, p + "ln_1"), p + "attn.c_attn")
+            x = self._mlp(layer, x + self._linear(self._attend_torch(qkv, layer, exact), p + "attn.c_proj"))
+        b.logits.copy_(F.linear(self._layer_norm(x, "ln_f"), w.unembed))
+
+    def _attend_torch(self, qkv: Tensor, layer: int, exact: tuple[int, int] | None) -> Tensor:
+        """Attention of the new tokens over [prompt, completion so far, themselves] with SDPA."""
+        b, config = self.buffers, self.model.config
+        B, C, H = qkv.shape[0], config.n_embd, config.n_head
+        completion = b.completion_kv[layer]
+        completion.index_copy_(1, b.step, qkv[:, None, C:])
+        if exact is None:  # graph: whole buffers, masked by the step on the device
+            width, length = b.prompt_kv.shape[2], completion.shape[1]
+            seen = torch.arange(length, device=qkv.device) <= b.step
+            completion_bias = torch.where(seen, 0.0, float("-inf")).expand(B, length)
+        else:
+            width, length = exact[0], exact[1] + 1
+            completion_bias = torch.zeros(B, length, device=qkv.device)
+        keys = torch.cat([b.prompt_kv[layer].index_select(0, b.leader)[:, :width], completion[:, :length]], dim=1)
+        bias = torch.cat([b.prompt_bias.index_select(0, b.leader)[:, :width], completion_bias], dim=1)
+        S = keys.shape[1]
+        q = qkv[:, :C].view(B, 1, H, C // H).transpose(1, 2)
+        k = keys[..., :C].reshape(B, S, H, C // H).transpose(1, 2)
+        v = keys[..., C:].reshape(B, S, H, C // H).transpose(1, 2)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias[:, None, None, :].to(q.dtype))
+        return y.reshape(B, C)
+
+    def _mlp(self, layer: int, x: Tensor) -> Tensor:
+        p = f"h.{layer}.mlp."
+        hidden = F.gelu(self._linear(self._layer_norm(x, f"h.{layer}.ln_2"), p + "c_fc"), approximate="tanh")
+        return x + self._linear(hidden, p + "c_proj")
+
+    def _layer_norm(self, x: Tensor, name: str) -> Tensor:
+        """float32 LayerNorm, output in the compute dtype (what autocast feeds the next matmul)."""
+        w = self.weights
+        return F.layer_norm(x, (x.shape[-1],), w[name + ".weight"], w[name + ".bias"],
+                            self.model.config.layer_norm_epsilon).to(self.dtype)
+
+    def _linear(self, x: Tensor, name: str) -> Tensor:
+        return F.linear(x, self.weights[name + ".weight"], self.weights[name + ".bias"])
 
     def _collect(self, prompt_ids: Tensor, prompt_mask: Tensor, steps: int) -> Generation:
         """Copy the results out of the buffers (the next call overwrites them), trimmed to the longest
@@ -389,6 +473,29 @@ def sample_tokens(logits: Tensor, spec: SamplingSpec, generator: torch.Generator
     noise = torch.empty_like(probs).exponential_(1, generator=generator)
     token = (probs / noise).argmax(-1)
     return token, logprobs.gather(-1, token[:, None])[:, 0]
+
+
+def distinct_prompts(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+    """Rows of the first occurrence of each distinct prompt, and each row's index among them."""
+    first: dict[tuple[int, ...], int] = {}
+    rows, leader = [], []
+    for row, prompt in enumerate(prompts):
+        key = tuple(prompt)
+        if key not in first:
+            first[key] = len(rows)
+            rows.append(row)
+        leader.append(first[key])
+    return rows, leader
+
+
+def side_stream(device: torch.device) -> torch.cuda.Stream:
+    if device not in _side_streams:
+        _side_streams[device] = torch.cuda.Stream(device)
+    return _side_streams[device]
+
+
+def round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
 
 
 def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -3,6 +3,10 @@
 The output projection and log_softmax run in chunks over time, so float32 logits for the whole
 [B, T, V] never exist at once. With gradients on, each chunk is checkpointed: backward recomputes
 its logits instead of keeping every chunk's [B, chunk, V] log-softmax alive.
+
+On CUDA with Triton (`fused=None` picks it), the projection, log-softmax, gather and entropy run
+fused instead (rookworld.model.fused_logprobs): same values to float32 rounding, a fraction of the
+memory traffic, and no float32 logits at all. Under autocast the projection runs in its dtype.
 """
 
 from __future__ import annotations
@@ -11,12 +15,13 @@ import torch
 from torch import Tensor
 from torch.utils.checkpoint import checkpoint
 
+from rookworld.model.fused_logprobs import fused_available, fused_token_logprobs
 from rookworld.model.gpt2 import GPT
 
 
 def token_logprobs(model: GPT, input_ids: Tensor, attention_mask: Tensor | None, position_ids: Tensor | None,
                    start: int, temperature: float = 1.0, chunk_size: int = 32,
-                   with_entropy: bool = False) -> Tensor | tuple[Tensor, Tensor]:
+                   with_entropy: bool = False, fused: bool | None = None) -> Tensor | tuple[Tensor, Tensor]:
     """log p(input_ids[:, t] | input_ids[:, :t]) for t >= start, float32 [B, T - start].
 
     Logits are divided by `temperature`. With `with_entropy`, also returns the entropy [B, T - start]
@@ -26,6 +31,9 @@ def token_logprobs(model: GPT, input_ids: Tensor, attention_mask: Tensor | None,
         raise ValueError(f"start must be in [1, {input_ids.shape[1]}), got {start}")
     hidden = model.hidden(input_ids, position_ids, attention_mask)[:, start - 1:-1]
     targets = input_ids[:, start:]
+    if fused_available(hidden.device) if fused is None else fused:
+        logp, entropy = fused_logprobs(model, hidden, targets, temperature)
+        return (logp, entropy) if with_entropy else logp
     use_checkpoint = torch.is_grad_enabled() and hidden.requires_grad
     logps, entropies = [], []
     for begin in range(0, targets.shape[1], chunk_size):
@@ -37,6 +45,16 @@ def token_logprobs(model: GPT, input_ids: Tensor, attention_mask: Tensor | None,
         entropies.append(entropy)
     logp = torch.cat(logps, dim=1)
     return (logp, torch.cat(entropies, dim=1)) if with_entropy else logp
+
+
+def fused_logprobs(model: GPT, hidden: Tensor, targets: Tensor, temperature: float) -> tuple[Tensor, Tensor]:
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else hidden.dtype
+    B, T, C = hidden.shape
+    with torch.autocast(device, enabled=False):
+        logp, entropy = fused_token_logprobs(hidden.reshape(B * T, C).to(dtype), model.wte.weight.to(dtype),
+                                             targets.reshape(B * T), temperature)
+    return logp.view(B, T), entropy.view(B, T)
 
 
 def chunk_logprobs(hidden: Tensor, targets: Tensor, weight: Tensor, temperature: float,

@@ -1,0 +1,299 @@
+"""`python -m rookworld.bench [overrides]`: time real GRPO steps on the current device.
+
+Composes conf/bench.yaml (the training config at the benchmark's shapes plus `bench.*` knobs),
+builds a Trainer like `rookworld.train` does, runs `bench.warmup` untimed steps, then times
+`bench.steps` calls of the real `Trainer.train_step` with exact per-phase times (generation,
+scoring, reference/old log-probs, update = forward/backward/optimizer). Prints a table and writes
+`bench.json` (to the Hydra run dir and to `bench.output` if set).
+
+Model: `model` as configured (RookWorld-LM-124M from the hub by default). When it cannot be loaded
+(offline) and `bench.random_weights=auto`, a random-init model of `bench.random_model`'s shape
+(GPT-2 small: 12 layers, 12 heads, 768 wide, vocab 50257, 1024 positions) is used with the
+project's tiny chess tokenizer for the text: prompts are tiny-tokenizer ids (a subset of the
+50257-token vocabulary) and sampled ids the tiny tokenizer does not know decode to nothing, so
+rewards are those of garbage completions. Timing depends on the shapes, not on the text.
+
+Modes (combine freely):
+  bench.self_check=true       fast path vs plain path before timing (tokens, log-probs, loss)
+  bench.steps=500             memory soak: allocated memory at the start and end of the timed run
+  bench.trials=20             build 20 trainers (each with its own decoder) in sequence, a few
+                              steps each, batch shape changing within each trial
+  bench.compare_plain_steps=N also time N steps of the plain sampler
+  bench.trl=auto              TRL's GRPOTrainer on the same shapes when `trl` is installed
+"""
+from __future__ import annotations
+
+import copy
+import gc
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import hydra
+import torch
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig, OmegaConf
+
+from rookworld.bench_checks import self_check
+from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate
+from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
+from rookworld.model.fast_sampling import PlainDecoder
+from rookworld.model.gpt2 import GPT, GPTConfig
+from rookworld.model.hub import ModelLoadError
+from rookworld.model.tokenizer import ChessTokenizer
+from rookworld.tracking import NullTracker
+from rookworld.train import load_policy, make_reference
+from rookworld.trainer import Trainer
+
+PHASES = ("generation", "scoring", "logprobs", "update")
+GIB = 2 ** 30
+
+
+# ---------------------------------------------------------------- building
+def load_bench_model(cfg: DictConfig, device: torch.device) -> tuple[GPT, ChessTokenizer, str]:
+    """The configured model, or a random one of bench.random_model's shape (see the module doc)."""
+    mode = str(cfg.bench.random_weights).lower()
+    if mode != "true":
+        try:
+            policy, tokenizer = load_policy(cfg.model, device)
+            return policy, tokenizer, f"{cfg.model.source or cfg.model.path or 'tiny'} (loaded)"
+        except ModelLoadError as error:
+            if mode == "false":
+                raise
+            print(f"bench: {error}\nbench: using random weights instead", file=sys.stderr)
+    shape = GPTConfig(**cfg.bench.random_model)
+    policy = GPT(shape)
+    policy.init_weights(torch.Generator().manual_seed(cfg.seed))
+    description = (f"random GPT-2 {shape.n_layer}x{shape.n_embd}, vocab {shape.vocab_size} "
+                   f"({sum(p.numel() for p in policy.parameters()) / 1e6:.1f}M params), tiny tokenizer")
+    return policy.to(device).eval(), ChessTokenizer.tiny(), description
+
+
+def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
+    """A new model holding `state` (kept on the CPU so that it adds nothing to GPU memory)."""
+    with torch.device("meta"):
+        model = GPT(config)
+    model.load_state_dict({k: v.to(device, copy=True) for k, v in state.items()}, assign=True)
+    return model.eval()
+
+
+def problem_sampler(cfg: DictConfig) -> ProblemSampler:
+    return ProblemSampler(load_policy_problems("train", cfg.data), load_arbiter_problems("train", cfg.data),
+                          weights=dict(cfg.task_mix), seed=cfg.seed)
+
+
+def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
+    """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`."""
+    device = policy.wte.weight.device
+    trainer = Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
+                      reward_fn=build(cfg.reward), sampler=problem_sampler(cfg), heldout=[], tracker=NullTracker())
+    full = bool(cfg.bench.full_length)
+    if decoder == "plain" or trainer.decoder is None:
+        trainer.decoder = PlainDecoder(policy, ignore_stops=full)
+    else:
+        trainer.decoder.ignore_stops = full
+    trainer.sync_phases = True
+    return trainer
+
+
+def release(trainer: Trainer) -> None:
+    """Free the trainer's GPU memory now (the next trainer's numbers start clean)."""
+    trainer.decoder.close()
+    trainer.policy.zero_grad(set_to_none=True)
+    trainer.policy = trainer.reference = trainer.optimizer = trainer.decoder = None
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
+# ---------------------------------------------------------------- timing
+def time_steps(trainer: Trainer, warmup: int, steps: int) -> dict:
+    """Per-step phase times and memory of `steps` train_steps after `warmup` untimed ones."""
+    for step in range(warmup):
+        trainer.train_step(step)
+    cuda = trainer.device.type == "cuda"
+    if cuda:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+    memory_start = torch.cuda.memory_allocated() if cuda else 0
+    records = []
+    for step in range(warmup, warmup + steps):
+        start = time.perf_counter()
+        metrics, _ = trainer.train_step(step)
+        if cuda:
+            torch.cuda.synchronize()
+        records.append({"wall": time.perf_counter() - start,
+                        **{p: metrics[f"time/{p}"] for p in PHASES},
+                        "tokens": metrics["completions/num_tokens"], "loss": metrics["loss"],
+                        "kl": metrics.get("kl", 0.0)})
+    result = {"steps": steps, "warmup": warmup, "records": records, "summary": summarize(records)}
+    if cuda:
+        result["memory"] = {"start_gib": memory_start / GIB, "end_gib": torch.cuda.memory_allocated() / GIB,
+                            "peak_gib": torch.cuda.max_memory_allocated() / GIB,
+                            "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB}
+    return result
+
+
+def summarize(records: list[dict]) -> dict:
+    summary = {}
+    for key in ("wall", *PHASES):
+        values = [r[key] for r in records]
+        summary[key] = {"median": statistics.median(values), "min": min(values), "max": max(values)}
+    generation = sum(r["generation"] for r in records)
+    summary["tokens_per_step"] = statistics.median(r["tokens"] for r in records)
+    summary["generated_tokens_per_s"] = sum(r["tokens"] for r in records) / max(generation, 1e-9)
+    summary["finite_losses"] = all(r["loss"] == r["loss"] for r in records)
+    return summary
+
+
+def run_trials(cfg: DictConfig, config: GPTConfig, state: dict, tokenizer: ChessTokenizer,
+               device: torch.device) -> dict:
+    """Many trainers in one process, each with its own decoder whose batch shape changes mid-trial."""
+    b = cfg.bench
+    memory, errors = [], []
+    sizes = [cfg.prompts_per_step, max(1, cfg.prompts_per_step - 1)]
+    for trial in range(b.trials):
+        trial_cfg = copy.deepcopy(cfg)
+        trial_cfg.seed = cfg.seed + trial
+        trainer = build_trainer(trial_cfg, fresh_policy(config, state, device), tokenizer, str(b.decoder))
+        try:
+            for step in range(b.trial_steps):
+                trainer.cfg.prompts_per_step = sizes[(trial + step) % 2]
+                trainer.train_step(step)
+        except Exception as error:  # recorded and reported: the point of this mode
+            errors.append(f"trial {trial}: {type(error).__name__}: {error}")
+        captures = getattr(trainer.decoder, "captures", 0)
+        release(trainer)
+        memory.append(torch.cuda.memory_allocated() / GIB if torch.cuda.is_available() else 0.0)
+        print(f"trial {trial + 1}/{b.trials}: {'error' if errors and errors[-1].startswith(f'trial {trial}:') else 'ok'}"
+              f", graphs captured {captures}, memory after {memory[-1]:.3f} GiB", flush=True)
+    return {"trials": int(b.trials), "steps_each": int(b.trial_steps), "errors": errors,
+            "memory_after_each_gib": memory}
+
+
+def profile_step(trainer: Trainer, step: int) -> dict:
+    """Kernel tables (torch.profiler) of one whole train_step and of one generation call."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from rookworld.rollout import generate_for_problems
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if trainer.device.type == "cuda" else [])
+    with profile(activities=activities) as step_profile:
+        trainer.train_step(step)
+    rows = [p for p in trainer.sampler.sample(trainer.cfg.prompts_per_step) for _ in range(trainer.cfg.grpo.group_size)]
+    with profile(activities=activities) as generation_profile, torch.no_grad(), trainer._autocast():
+        generate_for_problems(trainer.policy, trainer.tokenizer, rows, trainer.max_new_tokens,
+                              generator=trainer.generator, decoder=trainer.decoder)
+    return {"train_step": kernel_table(step_profile), "generation": kernel_table(generation_profile)}
+
+
+def kernel_table(prof, rows: int = 30) -> str:
+    sort = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=70)
+
+
+# ---------------------------------------------------------------- report
+def environment(device: torch.device) -> dict:
+    env = {"device": str(device), "torch": torch.__version__}
+    if device.type == "cuda":
+        env["gpu"] = torch.cuda.get_device_name(device)
+    return env
+
+
+def format_report(results: dict) -> str:
+    lines = [f"device: {results['environment'].get('gpu', results['environment']['device'])} | "
+             f"torch {results['environment']['torch']}",
+             f"model: {results['model']}", f"shapes: {results['shapes']}", f"decoder: {results['decoder']}"]
+    for name in ("fast", "plain"):
+        if name in results:
+            lines += format_timing(name, results[name])
+    if "trials" in results:
+        t = results["trials"]
+        lines.append(f"trials: {t['trials']} x {t['steps_each']} steps, errors: {len(t['errors'])}, "
+                     f"memory after each: {min(t['memory_after_each_gib']):.3f}..{max(t['memory_after_each_gib']):.3f} GiB")
+    if "trl" in results:
+        lines.append(f"TRL: {results['trl']}")
+    return "\n".join(lines)
+
+
+def format_timing(name: str, timing: dict) -> list[str]:
+    s = timing["summary"]
+    lines = [f"[{name} path] {timing['steps']} timed steps after {timing['warmup']} warm-up",
+             f"  {'phase':<12}{'median':>9}{'min':>9}{'max':>9}  (seconds)"]
+    for key in ("wall", *PHASES):
+        label = "step (wall)" if key == "wall" else key
+        lines.append(f"  {label:<12}{s[key]['median']:>9.4f}{s[key]['min']:>9.4f}{s[key]['max']:>9.4f}")
+    lines.append(f"  generated tokens/step {s['tokens_per_step']:.0f}, {s['generated_tokens_per_s']:,.0f} tokens/s, "
+                 f"finite losses: {s['finite_losses']}")
+    if "memory" in timing:
+        m = timing["memory"]
+        lines.append(f"  GPU memory: peak {m['peak_gib']:.3f} GiB allocated ({m['peak_reserved_gib']:.3f} reserved), "
+                     f"allocated at start {m['start_gib']:.3f} / end {m['end_gib']:.3f} GiB")
+    return lines
+
+
+def write_results(results: dict, output: str | None) -> list[Path]:
+    run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else Path.cwd()
+    paths = [run_dir / "bench.json"] + ([Path(output)] if output else [])
+    for path in paths:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(results, indent=2) + "\n")
+    return paths
+
+
+# ---------------------------------------------------------------- main
+def run(cfg: DictConfig) -> dict:
+    validate(cfg)
+    b = cfg.bench
+    device = resolve_device(cfg.device)
+    policy, tokenizer, description = load_bench_model(cfg, device)
+    initial = {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
+    config = policy.config
+    results = {"environment": environment(device), "model": description,
+               "shapes": shapes(cfg), "config": OmegaConf.to_container(b)}
+    trainer = build_trainer(cfg, policy, tokenizer, str(b.decoder))
+    del policy  # the trainer holds it; released with it
+    results["decoder"] = type(trainer.decoder).__name__
+    if b.self_check:
+        results["self_check"] = self_check(trainer)
+        print("self-check: " + json.dumps(results["self_check"]), flush=True)
+    results["fast" if b.decoder == "fast" else "plain"] = time_steps(trainer, b.warmup, b.steps)
+    if b.profile:
+        results["profile"] = profile_step(trainer, b.warmup + b.steps)
+        print(results["profile"]["train_step"] + "\n" + results["profile"]["generation"])
+    release(trainer)
+    if b.compare_plain_steps:
+        plain = build_trainer(cfg, fresh_policy(config, initial, device), tokenizer, "plain")
+        results["plain"] = time_steps(plain, 1, b.compare_plain_steps)
+        release(plain)
+    if b.trials:
+        results["trials"] = run_trials(cfg, config, initial, tokenizer, device)
+    if str(b.trl).lower() != "false":
+        from rookworld.bench_trl import run_trl
+        results["trl"] = run_trl(cfg, results)
+    return results
+
+
+def shapes(cfg: DictConfig) -> str:
+    caps = dict(cfg.sampling.max_new_tokens)
+    return (f"{cfg.prompts_per_step} prompts x {cfg.grpo.group_size} completions, max_new_tokens {caps}, "
+            f"{'full length (stops ignored)' if cfg.bench.full_length else 'stops on'}, "
+            f"micro_batch_size {cfg.grpo.micro_batch_size or 'all'}"
+            f"{' + activation checkpointing' if cfg.grpo.activation_checkpointing else ''}, kl {cfg.kl.kind}")
+
+
+@hydra.main(config_path="../conf", config_name="bench", execution_whitelist=PROJECT_TARGETS)
+def main(cfg: DictConfig) -> None:
+    try:
+        results = run(cfg)
+    except (ConfigError, ModelLoadError, FileNotFoundError) as error:
+        print(f"rookworld.bench: error: {error}", file=sys.stderr)
+        sys.exit(2)
+    print(format_report(results))
+    print("results: " + ", ".join(str(p.resolve()) for p in write_results(results, cfg.bench.output)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,121 @@
+"""The benchmark's self-check: the fast path against the plain path on the benchmark's own model.
+
+- float32 (TF32 off), greedy and sampled with one seed: StaticDecoder (CUDA graphs on CUDA) vs
+  `sampling.generate` must give identical tokens; their log-probs agree to float32 rounding.
+- bfloat16 (the training setting): graph replay vs the same decoder run eagerly must give identical
+  tokens (same kernels, same generator stream); against the plain sampler under autocast (float32
+  residual stream) the agreement is reported, not required: bf16 rounding flips near-ties of a
+  random model's flat distributions, after which the rows diverge.
+- Log-probs and loss: the fused Triton log-probs vs the chunked ones under autocast, on a sampled
+  batch: max |difference| of log-probs, relative difference of a GRPO loss and of its gradient.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from rookworld.grpo.kl import kl_per_token
+from rookworld.grpo.loss import LossNormalizer, clipped_surrogate
+from rookworld.model.fast_sampling import StaticDecoder
+from rookworld.model.fused_logprobs import fused_available
+from rookworld.model.logprobs import token_logprobs
+from rookworld.model.sampling import Generation, generate
+from rookworld.rollout import prompt_ids
+
+CHECK_TOKENS = 48  # completion tokens per row in the checks (the plain sampler is slow)
+SEED = 1234
+
+
+def self_check(trainer) -> dict:
+    cfg, policy, tokenizer = trainer.cfg, trainer.policy, trainer.tokenizer
+    rows = [p for p in trainer.sampler.sample(cfg.prompts_per_step) for _ in range(cfg.grpo.group_size)]
+    request = dict(prompts=[prompt_ids(tokenizer, p) for p in rows],
+                   max_new_tokens=[min(CHECK_TOKENS, int(cfg.sampling.max_new_tokens[p.task])) for p in rows],
+                   stop_ids=(tokenizer.eos_id, tokenizer.newline_id), pad_id=tokenizer.pad_id)
+    device = trainer.device
+    results: dict = {}
+    with full_fp32():
+        for name, settings in (("greedy", dict(greedy=True)), ("sampled", dict(temperature=1.0))):
+            plain = generate(policy, generator=seeded(device), **request, **settings)
+            fast = run_decoder(StaticDecoder(policy, dtype=torch.float32), request, settings, device)
+            results[f"fp32_{name}"] = compare(plain, fast)
+    if device.type == "cuda":
+        sampled = dict(temperature=1.0)
+        graphs = run_decoder(StaticDecoder(policy), request, sampled, device)
+        eager = run_decoder(StaticDecoder(policy, use_graphs=False), request, sampled, device)
+        results["bf16_graph_vs_eager_sampled"] = compare(eager, graphs)
+        with trainer._autocast():
+            plain = generate(policy, generator=seeded(device), greedy=True, **request)
+        results["bf16_vs_plain_autocast_greedy"] = compare(plain, run_decoder(StaticDecoder(policy), request,
+                                                                              dict(greedy=True), device))
+        if fused_available(device):
+            results["fused_logprobs"] = compare_losses(trainer, graphs)
+    results["ok"] = all(results[k]["identical_rows"] == len(rows) for k in
+                        ("fp32_greedy", "fp32_sampled", "bf16_graph_vs_eager_sampled") if k in results)
+    return results
+
+
+def run_decoder(decoder: StaticDecoder, request: dict, settings: dict, device: torch.device) -> Generation:
+    try:
+        return decoder.generate(generator=seeded(device), **request, **settings)
+    finally:
+        decoder.close()
+
+
+def seeded(device: torch.device) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(SEED)
+
+
+def compare(reference: Generation, other: Generation) -> dict:
+    """Identical rows (tokens and masks), token agreement, log-prob difference where both agree."""
+    width = min(reference.completion_ids.shape[1], other.completion_ids.shape[1])
+    same_rows = [torch.equal(a, b) and torch.equal(m, n) for a, b, m, n in zip(
+        reference.completion_ids, other.completion_ids, reference.completion_mask, other.completion_mask)]
+    mask = reference.completion_mask[:, :width]
+    agree = (reference.completion_ids[:, :width] == other.completion_ids[:, :width]) & mask
+    both = torch.tensor(same_rows, device=mask.device)[:, None] & mask
+    diff = (reference.logprobs[:, :width] - other.logprobs[:, :width]).abs()[both]
+    return {"identical_rows": sum(same_rows), "rows": len(same_rows),
+            "token_agreement": round(float(agree.sum() / mask.sum().clamp(min=1)), 4),
+            "max_logprob_diff": float(diff.max()) if diff.numel() else None}
+
+
+def compare_losses(trainer, gen: Generation) -> dict:
+    """A GRPO loss (clipped surrogate + KL to a perturbed reference) and its gradient, both log-prob paths."""
+    mask = gen.completion_mask.float()
+    advantages = torch.randn(mask.shape[0], generator=seeded(trainer.device), device=trainer.device)
+    outputs = {fused: loss_and_gradient(trainer, gen, mask, advantages, fused) for fused in (False, True)}
+    (loss_a, grad_a, logp_a), (loss_b, grad_b, logp_b) = outputs[False], outputs[True]
+    return {"max_logprob_diff": float((logp_a - logp_b).abs()[mask.bool()].max()),
+            "loss_plain": loss_a, "loss_fused": loss_b,
+            "loss_rel_diff": abs(loss_a - loss_b) / max(abs(loss_a), 1e-12),
+            "grad_rel_diff": float((grad_a - grad_b).norm() / grad_a.norm()),
+            "grad_cosine": float(torch.nn.functional.cosine_similarity(grad_a, grad_b, dim=0))}
+
+
+def loss_and_gradient(trainer, gen: Generation, mask: torch.Tensor, advantages: torch.Tensor, fused: bool):
+    policy = trainer.policy
+    policy.zero_grad(set_to_none=True)
+    with trainer._autocast():
+        logp = token_logprobs(policy, gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length,
+                              fused=fused).float()
+    old = logp.detach()
+    per_token, _ = clipped_surrogate(logp, old, advantages, 0.2, 0.28)
+    per_token = per_token + 0.04 * kl_per_token(logp, old - 0.1, "k3")
+    loss = LossNormalizer.for_batch("grpo", mask, mask.shape[1]).aggregate(per_token, mask)
+    loss.backward()
+    grad = torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
+    policy.zero_grad(set_to_none=True)
+    return float(loss), grad, logp.detach()
+
+
+@contextlib.contextmanager
+def full_fp32():
+    """float32 matrix products without TF32, so both paths compute the same function exactly."""
+    previous = torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32
+    torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
+    try:
+        yield
+    finally:
+        torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32 = previous

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# One device call: install the carried wheels, then run the benchmark modes named in $1 (comma list):
+#   default  self-check + 20 timed steps + 3 plain steps + kernel profiles
+#   sweep    grpo.micro_batch_size x activation_checkpointing sweep
+#   trials   20 trainers in one process
+#   soak     500 timed steps
+#   trl      TRL GRPOTrainer side by side
+# Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
+set -u
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+    .whl/*.whl .whl/trl/*.whl || exit 1
+export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
+OUT=${OUT:-/tmp/out}
+python3 - <<'PY'
+import importlib, torch
+print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())
+for name in ("triton", "transformers", "accelerate", "datasets", "trl", "pyarrow", "huggingface_hub", "tokenizers"):
+    try:
+        print(name, importlib.import_module(name).__version__)
+    except Exception as error:
+        print(name, "unavailable:", type(error).__name__, error)
+PY
+# GPU clocks, power and throttle reasons every 0.5 s while the benchmarks run (read only)
+nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_event_reasons.active \
+    --format=csv,noheader -lms 500 > "$OUT/clocks.csv" 2>&1 &
+CLOCKS=$!
+trap 'kill $CLOCKS 2>/dev/null' EXIT
+bench() {  # bench NAME TIMEOUT OVERRIDES...
+    local name=$1 limit=$2; shift 2
+    echo "=== $name: $*"
+    timeout "$limit" python3 -m rookworld.bench bench.random_weights=true bench.output="$OUT/$name.json" \
+        hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 | tee "/tmp/$name.log" | grep -v "^step " | tail -60
+}
+for mode in ${1//,/ }; do
+    case $mode in
+        default) bench default 240 bench.steps=20 bench.profile=true bench.compare_plain_steps=2 bench.trl=false ;;
+        sweep) for setting in 16,false 16,true 64,true; do
+                   m=${setting%,*} c=${setting#*,}
+                   bench micro$m-ckpt$c 120 bench.self_check=false bench.steps=10 bench.warmup=3 \
+                       grpo.micro_batch_size=$m grpo.activation_checkpointing=$c bench.trl=false
+               done ;;
+        trials) bench trials 300 bench.self_check=false bench.steps=3 bench.trials=20 bench.trl=false ;;
+        soak) bench soak 400 bench.self_check=false bench.steps=500 bench.trl=false ;;
+        trl) bench trl 300 bench.self_check=false bench.steps=8 bench.trl=auto bench.trl_steps=5 ;;
+        *) echo "unknown mode $mode" ;;
+    esac
+done
