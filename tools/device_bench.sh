@@ -6,9 +6,13 @@
 #   soak     500 timed steps
 #   trl      TRL GRPOTrainer side by side
 # Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
+# Wheels: bash ../shared/device/wheels.sh; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux2014_x86_64 -d .whl/trl trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+# (transformers and accelerate are already on the GPU image).
 set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
-    .whl/*.whl .whl/trl/*.whl || exit 1
+    .whl/*.whl $(ls .whl/trl/*.whl 2>/dev/null) || exit 1
 export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 python3 - <<'PY'
