@@ -31,13 +31,21 @@ from rookworld.sweep.study import (
     RETRY_OF_ATTR,
     STALE_ATTR,
     TRIAL_NUMBER_PARAM,
+    Heartbeat,
     add_trial_number,
     finished_count,
     open_storage,
     resolve_stale_trials,
     trial_id,
 )
-from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
+from rookworld.tracking import (
+    OUTCOME_TAG,
+    PARENT_TAG,
+    ROLE_TAG,
+    STOP_REASON_TAG,
+    STUDY_TAG,
+    TRIAL_TAG,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = str(REPO / "conf")
@@ -158,12 +166,16 @@ def test_hook_window_and_every(tmp_path: Path) -> None:
     assert study.trials[0].intermediate_values == {2: 2.0, 4: 6.0}
 
 
-def test_hook_refuses_a_finished_trial_and_bad_settings(tmp_path: Path) -> None:
+def test_hook_refuses_a_trial_not_running_and_bad_settings(tmp_path: Path) -> None:
     study, _, url = make_study(tmp_path)
     failed = ask_numbered(study)
     study.tell(failed, state=TrialState.FAIL)
     with pytest.raises(RuntimeError, match="Optuna trial 0 of study 'unit' is FAIL, not RUNNING"):
         OptunaPruningHook.from_config(hook_config(url, 0, {"kind": "none"}))
+    orphan = OptunaPruningHook.from_config(hook_config(url, ask_numbered(study).number, {"kind": "none"}))
+    study.tell(orphan.trial, state=TrialState.FAIL)  # a newer sweep failed it as stale
+    with pytest.raises(RuntimeError, match="Optuna trial 1 of study 'unit' is FAIL, not RUNNING"):
+        orphan.should_prune(1, {"loss": 0.1})
     with pytest.raises(ConfigError, match="trial.every=0: must be an integer >= 1"):
         OptunaPruningHook.from_config(hook_config(url, 0, {"kind": "none"}, every=0))
     bare = hook_config(url, 0, {"kind": "none"}, study=None)
@@ -215,6 +227,22 @@ def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> 
     assert [(t.user_attrs[RETRY_OF_ATTR], t.system_attrs["fixed_params"]) for t in queued] == \
         [(1, {"x": 0.2}), (2, {"x": 0.3})]
     assert finished_count(study) == 1  # stale failures did not run to their end
+
+
+def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> None:
+    study, storage, _ = make_study(tmp_path)
+    running, pruned = ask_numbered(study), ask_numbered(study)
+    heartbeat = Heartbeat(storage, interval_s=60)
+    for trial in (running, pruned):
+        heartbeat.own(trial_id(storage, "unit", trial.number))
+    first = study.trials[running.number].system_attrs[OWNER_ATTR]
+    assert first["pid"] == os.getpid()
+    study.tell(pruned, state=TrialState.PRUNED)  # as its job does
+    time.sleep(0.01)
+    heartbeat.beat()
+    assert study.trials[running.number].system_attrs[OWNER_ATTR]["heartbeat"] > first["heartbeat"]
+    with heartbeat:  # the thread starts and stops cleanly
+        pass
 
 
 def test_gpu_slots_are_exclusive_until_released(tmp_path: Path) -> None:

@@ -23,17 +23,19 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+from typing import TextIO
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.config import ConfigError
 from rookworld.tracking import absolute_path, hydra_base_dir
 
 log = logging.getLogger(__name__)
 
 _held_slot: int | None = None
-_held_lock = None  # the open slot file: its flock lasts as long as this process
+_held_lock: TextIO | None = None  # the open slot file: its flock lasts as long as this process
 
 
 def visible_gpus() -> list[str]:
@@ -44,7 +46,10 @@ def visible_gpus() -> list[str]:
     if shutil.which("nvidia-smi") is None:
         return []
     listing = subprocess.run(["nvidia-smi", "--query-gpu=index", "--format=csv,noheader"],
-                             capture_output=True, text=True, check=True, timeout=30)
+                             capture_output=True, text=True, timeout=30)
+    if listing.returncode != 0:  # no usable driver: the job runs where device=auto puts it (the CPU)
+        log.warning("nvidia-smi failed (%s): no GPU assignment", " ".join(listing.stderr.split()))
+        return []
     return [line.strip() for line in listing.stdout.splitlines() if line.strip()]
 
 
@@ -54,7 +59,7 @@ def slot_dir(sweep_dir: Path) -> Path:
     return Path(tempfile.gettempdir()) / "rookworld-gpu-slots" / digest
 
 
-def claim_slot(directory: Path, n_slots: int) -> tuple[int, object]:
+def claim_slot(directory: Path, n_slots: int) -> tuple[int, TextIO]:
     """The first free slot in [0, n_slots) and its locked file (keep it open to keep the slot)."""
     directory.mkdir(parents=True, exist_ok=True)
     for slot in range(n_slots):
@@ -83,7 +88,9 @@ def assign_gpu(cfg: DictConfig) -> str | None:
     gpus = visible_gpus()
     if not gpus:
         return None
-    per_gpu = int(OmegaConf.select(cfg, "trial.trials_per_gpu", default=1) or 1)
+    per_gpu = OmegaConf.select(cfg, "trial.trials_per_gpu", default=1)
+    if not isinstance(per_gpu, int) or per_gpu < 1:
+        raise ConfigError(f"trial.trials_per_gpu={per_gpu!r}: must be an integer >= 1")
     sweep_dir = absolute_path(str(HydraConfig.get().sweep.dir), hydra_base_dir())
     _held_slot, _held_lock = claim_slot(slot_dir(sweep_dir), len(gpus) * per_gpu)
     gpu = gpus[_held_slot % len(gpus)]

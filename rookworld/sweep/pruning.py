@@ -29,6 +29,7 @@ import optuna
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 from optuna.pruners import BasePruner, HyperbandPruner, MedianPruner, NopPruner, PercentilePruner, ThresholdPruner
+from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError
@@ -56,8 +57,8 @@ class ReportSettings:
     @classmethod
     def from_config(cls, trial: DictConfig) -> ReportSettings:
         number, metric, every, window = trial.number, trial.metric, trial.every, trial.window
-        _require(isinstance(number, int) and number >= 0, "trial.number", number, "must be an Optuna trial number >= 0")
-        _require(isinstance(metric, str) and bool(metric), "trial.metric", metric, "must name a step metric, e.g. eval/score")
+        _require(isinstance(number, int) and number >= 0, "trial.number", number, "must be a trial number >= 0")
+        _require(isinstance(metric, str) and bool(metric), "trial.metric", metric, "must name a step metric")
         _require(isinstance(every, int) and every >= 1, "trial.every", every, "must be an integer >= 1")
         _require(isinstance(window, int) and window >= 1, "trial.window", window, "must be an integer >= 1")
         return cls(number, metric, every, window)
@@ -94,10 +95,12 @@ def study_location(trial: DictConfig) -> tuple[str, str]:
 class OptunaPruningHook:
     """A trainer StepHook reporting to one Optuna trial (see the module docstring)."""
 
-    def __init__(self, study: optuna.Study, trial: optuna.trial.Trial, settings: ReportSettings) -> None:
+    def __init__(self, study: optuna.Study, storage: BaseStorage, trial_id: int, settings: ReportSettings) -> None:
         self.study = study
-        self.trial = trial
+        self.trial = optuna.trial.Trial(study, trial_id)
         self.settings = settings
+        self._storage = storage
+        self._trial_id = trial_id
         self._values: deque[float] = deque(maxlen=settings.window)
 
     @classmethod
@@ -107,16 +110,22 @@ class OptunaPruningHook:
         storage = open_storage(url, hydra_base_dir())
         study = optuna.load_study(study_name=name, storage=storage, pruner=build_pruner(cfg.trial.pruner),
                                   sampler=optuna.samplers.RandomSampler())  # the job never samples
-        bound = trial_id(storage, name, settings.number)
-        state = storage.get_trial(bound).state
-        if state != TrialState.RUNNING:
-            raise RuntimeError(f"Optuna trial {settings.number} of study {name!r} is {state.name}, not RUNNING "
-                               "(failed as stale by a newer sweep?)")
+        hook = cls(study, storage, trial_id(storage, name, settings.number), settings)
+        hook.check_running()
         log.info("reporting %s to Optuna trial %d of study %s (%s)", settings.metric, settings.number, name,
                  type(study.pruner).__name__)
-        return cls(study, optuna.trial.Trial(study, bound), settings)
+        return hook
+
+    def check_running(self) -> None:
+        """A job whose sweep process died runs on (joblib workers outlive it); once a new sweep has
+        failed its trial as stale and re-queued it, the job stops here, within a step."""
+        state = self._storage.get_trial(self._trial_id).state
+        if state != TrialState.RUNNING:
+            raise RuntimeError(f"Optuna trial {self.settings.number} of study {self.study.study_name!r} is "
+                               f"{state.name}, not RUNNING (failed as stale by a newer sweep?): stopping this job")
 
     def should_prune(self, step: int, metrics: dict[str, float]) -> bool:
+        self.check_running()
         value = metrics.get(self.settings.metric)
         if value is None:
             return False

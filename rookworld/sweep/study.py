@@ -70,7 +70,8 @@ def open_storage(url: str, base_dir: str) -> BaseStorage:
     if url.startswith(JOURNAL_PREFIX):
         return JournalStorage(JournalFileBackend(str(path)))
     if path is not None:
-        return RDBStorage(f"{_SQLITE_PREFIX}{path}", engine_kwargs={"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}})
+        timeout = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
+        return RDBStorage(f"{_SQLITE_PREFIX}{path}", engine_kwargs=timeout)
     return RDBStorage(url)
 
 

@@ -123,6 +123,7 @@ class RookworldOptunaSweeper(OptunaSweeper):
         self.settings = SweepSettings(str(study_name or ""), normalise_direction(direction), int(n_trials),
                                       int(stale_retries), float(heartbeat_interval_s), float(grace_period_s))
         self.storage = open_storage(storage, hydra_base_dir())
+        self._storage_url = storage
         super().__init__(sampler, self.settings.direction, self.storage, study_name, n_trials, n_jobs,
                          max_failure_rate, custom_search_space, params)
         self._sampler_config = sampler
@@ -143,6 +144,7 @@ class RookworldOptunaSweeper(OptunaSweeper):
 
         study = optuna.create_study(study_name=self.settings.study_name, storage=self.storage,
                                     direction=self.settings.direction, load_if_exists=True)
+        log.info("Optuna study %s in %s", study.study_name, self._storage_url)
         stale = resolve_stale_trials(study, self.storage, self.settings.grace_period_s,
                                      self.settings.stale_retries)
         self._end_stale_mlflow_runs(stale)
@@ -167,8 +169,11 @@ class RookworldOptunaSweeper(OptunaSweeper):
         from rookworld.sweep.study import FAIL_REASON_ATTR, trial_id, trial_number_of
 
         number = trial_number_of(overrides)
-        self.storage.set_trial_user_attr(trial_id(self.storage, self.settings.study_name, number),
-                                         FAIL_REASON_ATTR, one_line(error))
+        bound = trial_id(self.storage, self.settings.study_name, number)
+        if self.storage.get_trial(bound).state.is_finished():  # pruned by its job, which raised afterwards
+            log.warning("trial %d, already finished, then raised %s", number, one_line(error))
+            return
+        self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, one_line(error))
 
     # ---------------------------------------------------------------- resume
 
@@ -239,7 +244,7 @@ class FailureRecordingLauncher:
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         returns = self.launcher.launch(job_overrides, initial_job_idx=initial_job_idx)
-        for overrides, job in zip(job_overrides, returns):
+        for overrides, job in zip(job_overrides, returns, strict=True):
             if job.status == JobStatus.FAILED:
                 self._record(overrides, _job_error(job))
         return returns
@@ -247,7 +252,7 @@ class FailureRecordingLauncher:
 
 def _job_error(job: JobReturn) -> BaseException:
     try:
-        job.return_value  # raises the job's exception; the stock loop reads it again and tells FAIL
+        _ = job.return_value  # raises the job's exception; the stock loop reads it again and tells FAIL
     except BaseException as error:  # noqa: BLE001 - inspected, not handled
         return error
     raise AssertionError("a FAILED job returned a value")
