@@ -33,8 +33,9 @@ ATTENTION_SPLITS = 4  # programs per (row, head), a power of two
 SAMPLE_CHUNK = 4096  # vocabulary columns per program of the first sampling pass
 
 
-def kernels_available(device: torch.device) -> bool:
-    return triton is not None and device.type == "cuda"
+def kernels_available(device: torch.device, head_dim: int) -> bool:
+    """Triton on CUDA, and a power-of-two head size (the attention kernel spans it with tl.arange)."""
+    return triton is not None and device.type == "cuda" and head_dim & (head_dim - 1) == 0
 
 
 def embed_layernorm(x: Tensor, wte: Tensor, wpe: Tensor, tokens: Tensor, positions: Tensor, weight: Tensor,
