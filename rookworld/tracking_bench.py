@@ -43,6 +43,9 @@ class BenchResult:
     flush: FlushStats
 
 
+TRACKING_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "tracking" / "mlflow.yaml"
+
+
 def realistic_metrics(step: int) -> dict[str, float]:
     return {name: (step * 0.001 + i) % 7 / 7 for i, name in enumerate(METRIC_NAMES)}
 
@@ -54,11 +57,9 @@ def busy_wait(ms: float) -> None:
 
 
 def bench_tracker(uri: str, steps: int, step_ms: float, flush_interval_s: float) -> BenchResult:
-    cfg = OmegaConf.create({
-        "seed": 0,
-        "tracking": {"backend": "mlflow", "uri": uri, "experiment": "tracking_bench",
-                     "flush_interval_s": flush_interval_s},
-    })
+    defaults = OmegaConf.load(TRACKING_CONFIG).tracking
+    settings = {"uri": uri, "experiment": "tracking_bench", "flush_interval_s": flush_interval_s}
+    cfg = OmegaConf.create({"seed": 0, "tracking": OmegaConf.merge(defaults, settings)})
     tracker = make_tracker(cfg)
     assert isinstance(tracker, MlflowTracker)
     call_ms: list[float] = []

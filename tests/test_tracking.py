@@ -42,7 +42,12 @@ SUMMARY_FILES = {
 }
 
 
+TRACKING_DEFAULTS = OmegaConf.load(Path(__file__).resolve().parents[1] / "conf/tracking/mlflow.yaml").tracking
+
+
 def make_cfg(uri: str, **tracking: Any) -> Any:
+    """A run config whose `tracking` is conf/tracking/mlflow.yaml with the given keys replaced."""
+    settings = OmegaConf.merge(TRACKING_DEFAULTS, {"uri": uri, "experiment": "tests", **tracking})
     return OmegaConf.create({
         "seed": 7,
         "steps": 5,
@@ -50,7 +55,7 @@ def make_cfg(uri: str, **tracking: Any) -> Any:
         "grpo": {"group_size": 4, "epsilons": [0.2, 0.28]},
         "optimizer": {"lr": 1e-5},
         "notes": "x" * 700,
-        "tracking": {"backend": "mlflow", "uri": uri, "experiment": "tests", **tracking},
+        "tracking": settings,
     })
 
 
