@@ -31,67 +31,68 @@ class ConfigError(ValueError):
     """A config value the run cannot start with; the message names the key and the value."""
 
 
-def _require(ok: bool, key: str, value, rule: str) -> None:
+def require(ok: bool, key: str, value, rule: str) -> None:
+    """Raise ConfigError("key=value: rule") unless ok."""
     if not ok:
         raise ConfigError(f"{key}={value!r}: {rule}")
 
 
 def _one_of(key: str, value, options: tuple) -> None:
-    _require(value in options, key, value, f"expected one of {', '.join(options)}")
+    require(value in options, key, value, f"expected one of {', '.join(options)}")
 
 
 def validate(cfg: DictConfig) -> None:
     g, k, o, s = cfg.grpo, cfg.kl, cfg.optimizer, cfg.sampling
-    _require(isinstance(g.group_size, int) and g.group_size >= 2, "grpo.group_size", g.group_size,
+    require(isinstance(g.group_size, int) and g.group_size >= 2, "grpo.group_size", g.group_size,
              "must be an integer >= 2 (advantages compare completions within a group)")
     _one_of("grpo.scale_rewards", g.scale_rewards, SCALE_REWARDS)
     _one_of("grpo.loss_type", g.loss_type, LOSS_TYPES)
-    _require(0 <= g.epsilon_low < 1, "grpo.epsilon_low", g.epsilon_low, "must be in [0, 1)")
-    _require(g.epsilon_high >= 0, "grpo.epsilon_high", g.epsilon_high, "must be >= 0")
-    _require(g.num_iterations >= 1, "grpo.num_iterations", g.num_iterations, "must be >= 1")
+    require(0 <= g.epsilon_low < 1, "grpo.epsilon_low", g.epsilon_low, "must be in [0, 1)")
+    require(g.epsilon_high >= 0, "grpo.epsilon_high", g.epsilon_high, "must be >= 0")
+    require(g.num_iterations >= 1, "grpo.num_iterations", g.num_iterations, "must be >= 1")
     batch = cfg.prompts_per_step * g.group_size
-    _require(1 <= g.num_minibatches <= batch, "grpo.num_minibatches", g.num_minibatches,
+    require(1 <= g.num_minibatches <= batch, "grpo.num_minibatches", g.num_minibatches,
              f"must be between 1 and prompts_per_step * group_size = {batch}")
-    _require(g.micro_batch_size >= 0, "grpo.micro_batch_size", g.micro_batch_size, "must be >= 0")
-    _require(g.max_grad_norm >= 0, "grpo.max_grad_norm", g.max_grad_norm, "must be >= 0 (0 = off)")
-    _require(isinstance(o.lr, (int, float)) and o.lr > 0 and math.isfinite(o.lr), "optimizer.lr", o.lr,
+    require(g.micro_batch_size >= 0, "grpo.micro_batch_size", g.micro_batch_size, "must be >= 0")
+    require(g.max_grad_norm >= 0, "grpo.max_grad_norm", g.max_grad_norm, "must be >= 0 (0 = off)")
+    require(isinstance(o.lr, (int, float)) and o.lr > 0 and math.isfinite(o.lr), "optimizer.lr", o.lr,
              "must be a positive finite number")
-    _require(o.warmup_steps >= 0, "optimizer.warmup_steps", o.warmup_steps, "must be >= 0")
-    _require(0 <= o.min_lr_ratio <= 1, "optimizer.min_lr_ratio", o.min_lr_ratio, "must be in [0, 1]")
+    require(o.warmup_steps >= 0, "optimizer.warmup_steps", o.warmup_steps, "must be >= 0")
+    require(0 <= o.min_lr_ratio <= 1, "optimizer.min_lr_ratio", o.min_lr_ratio, "must be in [0, 1]")
     _one_of("kl.kind", k.kind, KL_KINDS)
     _one_of("kl.estimator", k.estimator, ESTIMATORS)
-    _require(k.coef >= 0, "kl.coef", k.coef, "must be >= 0")
+    require(k.coef >= 0, "kl.coef", k.coef, "must be >= 0")
     if k.kind == "adaptive":
-        _require(k.target is not None and k.target > 0, "kl.target", k.target, "adaptive KL needs a target > 0")
-        _require(k.horizon is not None and k.horizon > 0, "kl.horizon", k.horizon, "adaptive KL needs a horizon > 0")
-    _require(k.max is None or k.max > 0, "kl.max", k.max, "must be > 0 or null (guard off)")
-    _require(k.max_steps_above >= 1, "kl.max_steps_above", k.max_steps_above, "must be >= 1")
-    _require(k.ref_device == "same" or _is_device(k.ref_device), "kl.ref_device", k.ref_device,
+        require(k.target is not None and k.target > 0, "kl.target", k.target, "adaptive KL needs a target > 0")
+        require(k.horizon is not None and k.horizon > 0, "kl.horizon", k.horizon, "adaptive KL needs a horizon > 0")
+    require(k.max is None or k.max > 0, "kl.max", k.max, "must be > 0 or null (guard off)")
+    require(k.max_steps_above >= 1, "kl.max_steps_above", k.max_steps_above, "must be >= 1")
+    require(k.ref_device == "same" or _is_device(k.ref_device), "kl.ref_device", k.ref_device,
              "expected same, cpu or cuda:N")
     _validate_task_mix(cfg.task_mix)
-    _require(s.temperature >= 0, "sampling.temperature", s.temperature, "must be >= 0 (0 = greedy)")
-    _require(s.top_k >= 0, "sampling.top_k", s.top_k, "must be >= 0 (0 = off)")
-    _require(0 < s.top_p <= 1, "sampling.top_p", s.top_p, "must be in (0, 1]")
+    require(s.temperature >= 0, "sampling.temperature", s.temperature, "must be >= 0 (0 = greedy)")
+    require(s.top_k >= 0, "sampling.top_k", s.top_k, "must be >= 0 (0 = off)")
+    require(0 < s.top_p <= 1, "sampling.top_p", s.top_p, "must be in (0, 1]")
     for task, cap in s.max_new_tokens.items():
-        _require(cap >= 1, f"sampling.max_new_tokens.{task}", cap, "must be >= 1")
-    _require(cfg.steps >= 0, "steps", cfg.steps, "must be >= 0")
-    _require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
-    _require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
+        require(cap >= 1, f"sampling.max_new_tokens.{task}", cap, "must be >= 1")
+    require(cfg.steps >= 0, "steps", cfg.steps, "must be >= 0")
+    require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
+    require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
              "expected auto, cpu, cuda or cuda:N")
     _one_of("model.dtype", cfg.model.dtype, DTYPES)
     _one_of("tracking.backend", cfg.tracking.backend, TRACKING_BACKENDS)
-    _require(cfg.guards.max_nonfinite_steps >= 1, "guards.max_nonfinite_steps",
+    require(cfg.guards.max_nonfinite_steps >= 1, "guards.max_nonfinite_steps",
              cfg.guards.max_nonfinite_steps, "must be >= 1")
 
 
 def _validate_task_mix(mix: DictConfig) -> None:
     for task in ("P", "A"):
-        _require(task in mix, f"task_mix.{task}", None, "missing: give the share of each task P and A")
-        _require(mix[task] >= 0, f"task_mix.{task}", mix[task], "must be >= 0")
+        require(task in mix, f"task_mix.{task}", None, "missing: give the share of each task P and A")
+        require(mix[task] >= 0, f"task_mix.{task}", mix[task], "must be >= 0")
     extra = set(mix) - {"P", "A"}
-    _require(not extra, "task_mix", sorted(extra), "unknown task(s): expected only P and A")
+    require(not extra, "task_mix", sorted(extra), "unknown task(s): expected only P and A")
     total = mix.P + mix.A
-    _require(abs(total - 1.0) < 1e-6, "task_mix", {"P": mix.P, "A": mix.A}, f"shares sum to {total:g}, must sum to 1")
+    require(abs(total - 1.0) < 1e-6, "task_mix", {"P": mix.P, "A": mix.A}, f"shares sum to {total:g}, must sum to 1")
 
 
 def _is_device(name) -> bool:

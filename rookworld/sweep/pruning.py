@@ -23,7 +23,6 @@ from __future__ import annotations
 import logging
 from collections import deque
 from dataclasses import dataclass
-from typing import Any
 
 import optuna
 from hydra.core.hydra_config import HydraConfig
@@ -32,7 +31,7 @@ from optuna.pruners import BasePruner, HyperbandPruner, MedianPruner, NopPruner,
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError
+from rookworld.config import ConfigError, require
 from rookworld.sweep.study import open_storage, trial_id
 from rookworld.tracking import hydra_base_dir
 
@@ -57,16 +56,11 @@ class ReportSettings:
     @classmethod
     def from_config(cls, trial: DictConfig) -> ReportSettings:
         number, metric, every, window = trial.number, trial.metric, trial.every, trial.window
-        _require(isinstance(number, int) and number >= 0, "trial.number", number, "must be a trial number >= 0")
-        _require(isinstance(metric, str) and bool(metric), "trial.metric", metric, "must name a step metric")
-        _require(isinstance(every, int) and every >= 1, "trial.every", every, "must be an integer >= 1")
-        _require(isinstance(window, int) and window >= 1, "trial.window", window, "must be an integer >= 1")
+        require(isinstance(number, int) and number >= 0, "trial.number", number, "must be a trial number >= 0")
+        require(isinstance(metric, str) and bool(metric), "trial.metric", metric, "must name a step metric")
+        require(isinstance(every, int) and every >= 1, "trial.every", every, "must be an integer >= 1")
+        require(isinstance(window, int) and window >= 1, "trial.window", window, "must be an integer >= 1")
         return cls(number, metric, every, window)
-
-
-def _require(ok: bool, key: str, value: Any, rule: str) -> None:
-    if not ok:
-        raise ConfigError(f"{key}={value!r}: {rule}")
 
 
 def build_pruner(pruner: DictConfig) -> BasePruner:
@@ -74,7 +68,7 @@ def build_pruner(pruner: DictConfig) -> BasePruner:
     options = OmegaConf.to_container(pruner, resolve=True)
     assert isinstance(options, dict)
     kind = options.pop("kind", None)
-    _require(kind in PRUNERS, "trial.pruner.kind", kind, f"expected one of {', '.join(PRUNERS)}")
+    require(kind in PRUNERS, "trial.pruner.kind", kind, f"expected one of {', '.join(PRUNERS)}")
     try:
         return PRUNERS[kind](**options)
     except (TypeError, ValueError) as error:
@@ -87,7 +81,7 @@ def study_location(trial: DictConfig) -> tuple[str, str]:
     sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else OmegaConf.create()
     name = trial.study or sweeper.get("study_name")
     url = trial.storage or sweeper.get("storage")
-    _require(bool(name) and bool(url), "trial.study/trial.storage", (name, url),
+    require(bool(name) and bool(url), "trial.study/trial.storage", (name, url),
              "no Optuna study: run inside an Optuna sweep (-m sweeps=NAME) or set both")
     return str(name), str(url)
 
