@@ -7,7 +7,9 @@ tracker around a sleep loop) for the kill-and-resume and parallel-jobs tests.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import sqlite3
 import signal
 import subprocess
 import sys
@@ -393,16 +395,22 @@ def fake_study(tmp_path: Path) -> optuna.Study:
     return optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'outputs/optuna/fake.db'}")
 
 
+def study_created(db: Path) -> bool:
+    """Read-only: opening a half-created sqlite study through Optuna would race the sweeper's schema setup."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
+            return conn.execute("SELECT COUNT(*) FROM studies WHERE study_name = 'fake'").fetchone()[0] == 1
+    except sqlite3.OperationalError:  # no file or no tables yet
+        return False
+
+
 def wait_for_a_running_job(tmp_path: Path, process: subprocess.Popen[bytes], finished: int, timeout_s: float) -> None:
     """Until `finished` trials are finished and the next one's job is in its MLflow run (its first step sleeps)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert process.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-        if (tmp_path / "outputs/optuna/fake.db").exists():
-            try:
-                trials = fake_study(tmp_path).trials
-            except KeyError:  # the study is being created
-                trials = []
+        if study_created(tmp_path / "outputs/optuna/fake.db"):
+            trials = fake_study(tmp_path).trials
             done = sum(t.state.is_finished() for t in trials)
             if done >= finished and any(t.state == TrialState.RUNNING and "job" in t.user_attrs for t in trials):
                 return
