@@ -235,8 +235,9 @@ def format_timing(name: str, timing: dict) -> list[str]:
 
 
 def write_results(results: dict, output: str | None) -> list[Path]:
-    run_dir = Path(HydraConfig.get().runtime.output_dir) if HydraConfig.initialized() else Path.cwd()
-    paths = [run_dir / "bench.json"] + ([Path(output)] if output else [])
+    """bench.json in the Hydra run dir (when run as a Hydra app) and at `output` (when set)."""
+    run_dir = [Path(HydraConfig.get().runtime.output_dir) / "bench.json"] if HydraConfig.initialized() else []
+    paths = run_dir + ([Path(output)] if output else [])
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(results, indent=2) + "\n")
