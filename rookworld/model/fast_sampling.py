@@ -426,16 +426,8 @@ class StaticDecoder:
         width = int(active.sum(1).max())
         completion_mask = active[:, :width].clone()
         completion_ids = b.out_tokens[:, :width].clone()
-        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-        return Generation(
-            input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
-            attention_mask=attention_mask,
-            position_ids=(attention_mask.long().cumsum(-1) - 1).clamp(min=0),
-            prompt_length=prompt_ids.shape[1],
-            completion_ids=completion_ids,
-            completion_mask=completion_mask,
-            logprobs=b.out_logprobs[:, :width].clone(),
-        )
+        return Generation.assemble(prompt_ids, prompt_mask, completion_ids, completion_mask,
+                                   b.out_logprobs[:, :width].clone())
 
 
 class PlainDecoder:

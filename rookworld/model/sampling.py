@@ -32,6 +32,21 @@ class Generation:
     completion_mask: Tensor  # [B, N] bool: generated tokens up to and including the stop token
     logprobs: Tensor  # [B, N] float32 under the sampling distribution, 0 where masked
 
+    @classmethod
+    def assemble(cls, prompt_ids: Tensor, prompt_mask: Tensor, completion_ids: Tensor,
+                 completion_mask: Tensor, logprobs: Tensor) -> Generation:
+        """Prompt and completion side by side, with positions counting real tokens only."""
+        attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
+        return cls(
+            input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
+            attention_mask=attention_mask,
+            position_ids=(attention_mask.long().cumsum(-1) - 1).clamp(min=0),
+            prompt_length=prompt_ids.shape[1],
+            completion_ids=completion_ids,
+            completion_mask=completion_mask,
+            logprobs=logprobs,
+        )
+
     def completions(self) -> list[list[int]]:
         """Each row's generated token ids (stop token included), without padding."""
         return [ids[mask].tolist() for ids, mask in zip(self.completion_ids, self.completion_mask)]
@@ -129,13 +144,4 @@ def build_generation(prompt_ids: Tensor, prompt_mask: Tensor, tokens: list[Tenso
     completion_mask = torch.stack(active_masks, 1) if tokens else prompt_mask.new_zeros((B, 0))
     completion_logprobs = (torch.stack(logprobs, 1) if tokens
                            else torch.zeros((B, 0), device=prompt_ids.device))
-    attention_mask = torch.cat([prompt_mask, completion_mask], dim=1)
-    return Generation(
-        input_ids=torch.cat([prompt_ids, completion_ids], dim=1),
-        attention_mask=attention_mask,
-        position_ids=(attention_mask.long().cumsum(-1) - 1).clamp(min=0),
-        prompt_length=prompt_ids.shape[1],
-        completion_ids=completion_ids,
-        completion_mask=completion_mask,
-        logprobs=completion_logprobs,
-    )
+    return Generation.assemble(prompt_ids, prompt_mask, completion_ids, completion_mask, completion_logprobs)

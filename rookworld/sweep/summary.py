@@ -191,18 +191,19 @@ def summary_markdown(summary: SweepSummary) -> str:
             f" ({chosen or 'no swept params'}), run {best.run_id}."
         )
     header = ["trial", "outcome", "objective", *summary.swept_params, "run", "stop reason"]
-    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for t in summary.trials:
-        cells = [
-            "-" if t.trial is None else str(t.trial),
-            t.outcome,
-            _fmt_objective(t.objective),
-            *(t.params.get(k, "-") for k in summary.swept_params),
-            t.run_id[:8],
-            t.stop_reason[:80].replace("|", "/"),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [["-" if t.trial is None else str(t.trial), t.outcome, _fmt_objective(t.objective),
+             *(t.params.get(k, "-") for k in summary.swept_params), t.run_id[:8], t.stop_reason]
+            for t in summary.trials]
+    return "\n".join(lines + [""] + markdown_table(header, rows)) + "\n"
+
+
+def markdown_table(header: list[str], rows: list[list[str]], max_cell: int = 80) -> list[str]:
+    """Lines of a markdown table; cells are cut to max_cell characters and may not contain '|'."""
+    def cell(text: str) -> str:
+        return str(text)[:max_cell].replace("|", "/")
+
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return lines + ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
 
 
 def summary_dict(summary: SweepSummary) -> dict[str, Any]:
@@ -498,14 +499,11 @@ def study_markdown(summary: StudySummary) -> str:
         chosen = ", ".join(f"{k}={_fmt_param(v)}" for k, v in best.params.items())
         lines.append(f"Best: trial {best.number}, objective {_fmt_objective(best.value)} ({chosen or 'no params'}).")
     header = ["trial", "state", "objective", "outcome", "last step", *summary.param_names, "note"]
-    lines += ["", "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    for t in summary.trials:
-        cells = [str(t.number), t.state, _fmt_objective(t.value), t.outcome,
-                 "-" if t.last_step is None else str(t.last_step),
-                 *(_fmt_param(t.params[k]) if k in t.params else "-" for k in summary.param_names),
-                 t.note[:80].replace("|", "/")]
-        lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    rows = [[str(t.number), t.state, _fmt_objective(t.value), t.outcome,
+             "-" if t.last_step is None else str(t.last_step),
+             *(_fmt_param(t.params[k]) if k in t.params else "-" for k in summary.param_names), t.note]
+            for t in summary.trials]
+    return "\n".join(lines + [""] + markdown_table(header, rows)) + "\n"
 
 
 def study_dict(summary: StudySummary) -> dict[str, Any]:
