@@ -42,7 +42,7 @@ from torch.nn.attention import sdpa_kernel
 
 from rookworld.model import decode_kernels as kernels
 from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_mask_4d
-from rookworld.model.sampling import Generation, generate, keep_top_k, keep_top_p, left_pad
+from rookworld.model.sampling import Generation, check_request, generate, keep_top_k, keep_top_p, left_pad
 
 MAX_STOPS = 8
 VOCAB_ALIGN = 64
@@ -494,16 +494,6 @@ def round_up(n: int, multiple: int) -> int:
 def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
     """Boolean mask (True = visible) -> 0 / -inf in `dtype`, as SDPA itself converts it."""
     return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
-
-
-def check_request(model: GPT, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> None:
-    if len(prompts) != len(max_new_tokens):
-        raise ValueError(f"{len(prompts)} prompts but {len(max_new_tokens)} max_new_tokens")
-    if not prompts or min(len(p) for p in prompts) == 0:
-        raise ValueError("every prompt needs at least one token")
-    longest = max(len(p) + n for p, n in zip(prompts, max_new_tokens))
-    if longest > model.config.n_positions:
-        raise ValueError(f"prompt + max_new_tokens reaches {longest} tokens, model context is {model.config.n_positions}")
 
 
 def empty_generation(prompt_ids: Tensor, prompt_mask: Tensor) -> Generation:

@@ -58,13 +58,7 @@ def generate(model: GPT, prompts: Sequence[Sequence[int]], max_new_tokens: Seque
              stop_ids: Iterable[int] = (), pad_id: int, generator: torch.Generator | None = None,
              greedy: bool = False) -> Generation:
     """Sample completions for `prompts` (token id lists); `generator` must live on the model's device."""
-    if len(prompts) != len(max_new_tokens):
-        raise ValueError(f"{len(prompts)} prompts but {len(max_new_tokens)} max_new_tokens")
-    if not prompts or min(len(p) for p in prompts) == 0:
-        raise ValueError("every prompt needs at least one token")
-    longest = max(len(p) + n for p, n in zip(prompts, max_new_tokens))
-    if longest > model.config.n_positions:
-        raise ValueError(f"prompt + max_new_tokens reaches {longest} tokens, model context is {model.config.n_positions}")
+    check_request(model, prompts, max_new_tokens)
     greedy = greedy or temperature == 0
     device = model.wte.weight.device
 
@@ -94,6 +88,17 @@ def generate(model: GPT, prompts: Sequence[Sequence[int]], max_new_tokens: Seque
         next_position = next_position + active.long()
 
     return build_generation(prompt_ids, prompt_mask, tokens, active_masks, logprobs)
+
+
+def check_request(model: GPT, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int]) -> None:
+    """One cap per prompt, no empty prompt, and every row fits the model's context."""
+    if len(prompts) != len(max_new_tokens):
+        raise ValueError(f"{len(prompts)} prompts but {len(max_new_tokens)} max_new_tokens")
+    if not prompts or min(len(p) for p in prompts) == 0:
+        raise ValueError("every prompt needs at least one token")
+    longest = max(len(p) + n for p, n in zip(prompts, max_new_tokens))
+    if longest > model.config.n_positions:
+        raise ValueError(f"prompt + max_new_tokens reaches {longest} tokens, model context is {model.config.n_positions}")
 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:

@@ -118,7 +118,11 @@ def normalise_direction(direction: Any) -> str:
 def fetch_children(client: MlflowClient, parent_run_id: str) -> list[Run]:
     """All active runs tagged with this parent, across result pages."""
     experiment_id = client.get_run(parent_run_id).info.experiment_id
-    query = f"tags.{PARENT_TAG} = '{parent_run_id}'"
+    return search_all_runs(client, experiment_id, f"tags.{PARENT_TAG} = '{parent_run_id}'")
+
+
+def search_all_runs(client: MlflowClient, experiment_id: str, query: str) -> list[Run]:
+    """Every run matching `query`, across result pages."""
     runs: list[Run] = []
     token = None
     while True:
@@ -426,15 +430,7 @@ class StudySummary:
 
 def fetch_study_runs(client: MlflowClient, experiment_id: str, study: str) -> list[Run]:
     """All trial runs of a study in an experiment, across sweep invocations (parents)."""
-    query = f"tags.`{STUDY_TAG}` = '{study}' and tags.`{ROLE_TAG}` = 'trial'"
-    runs: list[Run] = []
-    token = None
-    while True:
-        page = client.search_runs([experiment_id], query, max_results=1000, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            return runs
+    return search_all_runs(client, experiment_id, f"tags.`{STUDY_TAG}` = '{study}' and tags.`{ROLE_TAG}` = 'trial'")
 
 
 def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
