@@ -97,8 +97,12 @@ class TaskDocuments(IterableDataset):
                 yield self.encode(text)
 
     def encode(self, text: str) -> list[int]:
-        tok = self.tokenizer
-        return ([tok.eos_id] + tok.encode(text) + [tok.newline_id])[: self.seq_len + 1]
+        return encode_document(self.tokenizer, text, self.seq_len)
+
+
+def encode_document(tokenizer, text: str, seq_len: int) -> list[int]:
+    """End-of-text, the text, newline: a RookWorld training document, cut to seq_len + 1 tokens."""
+    return ([tokenizer.eos_id] + tokenizer.encode(text) + [tokenizer.newline_id])[: seq_len + 1]
 
 
 def collate(docs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -121,8 +125,8 @@ def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 def heldout_batches(tokenizer, heldout: list[Problem], n_docs: int, batch_size: int, seq_len: int):
     """Fixed held-out documents: the perfect completions of the held-out problems."""
     rng = random.Random(0)
-    encode = TaskDocuments(tokenizer, [], None, 0.0, seq_len, 0).encode
-    docs = [encode(document(p, perfect_completion(p))) for p in rng.sample(heldout, min(n_docs, len(heldout)))]
+    docs = [encode_document(tokenizer, document(p, perfect_completion(p)), seq_len)
+            for p in rng.sample(heldout, min(n_docs, len(heldout)))]
     return [collate(docs[i:i + batch_size], tokenizer.pad_id) for i in range(0, len(docs), batch_size)]
 
 

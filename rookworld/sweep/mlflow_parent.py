@@ -114,7 +114,7 @@ class MLflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self._client is None or self._parent is None:
             return
-        top_k = int(OmegaConf.select(config, "tracking.summary_top_k", default=5))
+        top_k = int(config.tracking.summary_top_k)
         try:
             markdown = finish_parent_run(
                 self._client, self._parent.run_id, sweep_direction(config), top_k
