@@ -34,8 +34,12 @@ def generate_for_problems(policy, tokenizer, problems: list[Problem], max_new_to
                           decoder=None) -> Rollout:
     """`decoder` (rookworld.model.fast_sampling: StaticDecoder on CUDA) replaces the plain sampler."""
     sample = decoder.generate if decoder is not None else partial(generate, policy)
+    encoded: dict[str, list[int]] = {}  # the G rows of a group share one prompt: encode it once
+    for problem in problems:
+        if problem.prompt_text not in encoded:
+            encoded[problem.prompt_text] = prompt_ids(tokenizer, problem)
     generation = sample(
-        [prompt_ids(tokenizer, p) for p in problems],
+        [encoded[p.prompt_text] for p in problems],
         [int(max_new_tokens[p.task]) for p in problems],
         temperature=temperature,
         top_k=top_k or None,

@@ -158,19 +158,26 @@ needs_triton = pytest.mark.skipif(not triton_runs_here(), reason="needs triton w
 
 @needs_triton
 @pytest.mark.parametrize("settings", SETTINGS[:3], ids=["greedy", "sampled", "top_k"])
-@pytest.mark.parametrize("sample_chunk", [4096, 512])  # 512: the per-chunk partial results get combined
-def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, settings, sample_chunk, monkeypatch):
+# Kernel layouts: the defaults, and one where every split is exercised: sampling over vocabulary
+# chunks, split-K products (2-8 partial sums per product), several key blocks per attention program.
+@pytest.mark.parametrize("layout", [dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64),
+                                    dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)],
+                         ids=["whole", "split"])
+def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, settings, layout, monkeypatch):
     from rookworld.model import decode_kernels
 
-    monkeypatch.setattr(decode_kernels, "SAMPLE_CHUNK", sample_chunk)
+    for name, value in layout.items():
+        monkeypatch.setattr(decode_kernels, name, value)
     model, tokenizer = tiny_model
     prompts = prompt_ids(tokenizer)
     caps = [16, 9, 12, 7, 16, 5]
     common = dict(stop_ids=early_stop_ids(model, tokenizer, prompts), pad_id=tokenizer.pad_id, **settings)
     plain = generate(model, prompts, caps, generator=torch.Generator().manual_seed(3), **common)
-    fast = StaticDecoder(model, use_kernels=True, check_every=4).generate(
-        prompts, caps, generator=torch.Generator().manual_seed(3), **common)
+    decoder = StaticDecoder(model, use_kernels=True, check_every=4)
+    fast = decoder.generate(prompts, caps, generator=torch.Generator().manual_seed(3), **common)
     assert_same_generation(plain, fast, logprob_tol=1e-4)
+    splits = set(decoder.splits.values())
+    assert splits == {1} if layout["LINEAR_BLOCK_K"] == 256 else min(splits) > 1
 
 
 @needs_triton

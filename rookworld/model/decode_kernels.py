@@ -1,23 +1,42 @@
-"""Triton kernels of the CUDA decode step (rookworld.model.fast_sampling), one launch per job:
+"""Triton kernels of the CUDA decode step (rookworld.model.fast_sampling), one launch per job.
 
+The decode step is ~100 small launches per token on a 64-row batch: every kernel here is written so
+that it reads its bytes once, in wide contiguous loads, and so that no launch exists only to finish
+another one's work.
+
+- `linear_partials`: x [M, K] @ W[N, K]^T split over K into float32 partial sums [S, M, N] (no bias).
+  A 64-row product reads far fewer activation bytes than weight bytes, so the weights are spread
+  over enough programs (N tiles x K splits) to keep every SM streaming; the consumer adds the S
+  partials and the bias as it loads them, so split-K needs no reduction launch.
+- `linear_gelu`: x @ W^T + bias through tanh-GELU, written in x's dtype (the MLP's first product).
 - `embed_layernorm`, `add_layernorm`: the float32 residual stream x [B, C] gets the token and
-  position embeddings (first) or a sublayer's output added in place, and the next LayerNorm's output
-  is written in the matmul dtype. Replaces gather + add + layer_norm (+ cast) launches.
-- `decode_attention`: one new token per row against the cached keys/values, flash-decoding style
-  (each row and head split over several programs with a running max, then a combine launch): the
-  row's prompt keys come from the prompt cache of its prompt (`leader`; the G completions of a
-  GRPO group share one copy), then the row's own completion keys [0, step), then the new token
-  itself, whose key and value are also written to the completion cache at `step`. No mask tensor,
-  no cache-length buckets: lengths are read on the device.
+  position embeddings (first) or a sublayer's partial sums + bias added in place, and the next
+  LayerNorm's output is written in the matmul dtype.
+- `decode_attention`: one new token per row against the cached keys/values, a program per row and
+  head with an online softmax (splitting a row's keys over programs, flash-decoding style, measured
+  slower at these lengths: docs/perf-notes.md). q, k, v of the new token are the c_attn partial
+  sums + bias; k and v are written to the row's completion cache at `step`. Caches are head-major
+  ([rows, heads, positions, head_dim]), so each program streams contiguous blocks. The keys are the
+  prompt's real tokens (prompt cache of the row's `leader`: the G completions of a GRPO group share
+  one copy; left padding is skipped, not masked), then the row's completion so far, then the new
+  token itself. Lengths are read on the device.
 - `sample_and_record`: greedy or temperature sampling exactly as torch.multinomial draws one
   sample (argmax of softmax / Exponential(1) noise drawn by torch beforehand), then the per-row
   bookkeeping of `StaticDecoder._record`: output token (pad once finished), log-prob, active flag,
   finished update, position of the token fed next.
 
+On Hopper and later the step's kernels use programmatic dependent launch (PDL): each one may start
+while its predecessor finishes, does what needs no earlier result (a product's first weight tile,
+a LayerNorm's parameters), then waits on the device (`gdc_wait`) before touching anything an earlier
+kernel writes or reads. Every kernel waits before it ends, so the ordering stays transitive.
+
 Every kernel has a plain PyTorch twin in fast_sampling.py (the CPU path and the reference); the
 tests run both under TRITON_INTERPRET=1 where triton is installed.
 """
 from __future__ import annotations
+
+import functools
+import os
 
 import torch
 from torch import Tensor
@@ -25,12 +44,22 @@ from torch import Tensor
 try:
     import triton
     import triton.language as tl
+    from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 except ImportError:
     triton = None
 
-ATTENTION_BLOCK = 64  # keys per iteration
-ATTENTION_SPLITS = 4  # programs per (row, head), a power of two
+ATTENTION_BLOCK = 32  # keys per iteration
+ATTENTION_WARPS = 2
 SAMPLE_CHUNK = 4096  # vocabulary columns per program of the first sampling pass
+LINEAR_BLOCK_N = 32  # output columns per program of the decode products
+LINEAR_BLOCK_K = 256  # reduction depth per iteration
+LINEAR_PROGRAMS = 132  # aim for about this many programs per product (one per SM of an H100)
+LINEAR_MAX_SPLITS = 8
+LINEAR_WARPS = 4
+NORM_WARPS = 4
+USE_PDL = True  # programmatic dependent launch where the GPU has it (Hopper+; not the interpreter)
+PDL_TRIGGER = False  # also let the next kernel launch as soon as this one has waited
+LOG2E = 1.4426950408889634
 
 
 def kernels_available(device: torch.device, head_dim: int) -> bool:
@@ -38,35 +67,75 @@ def kernels_available(device: torch.device, head_dim: int) -> bool:
     return triton is not None and device.type == "cuda" and head_dim & (head_dim - 1) == 0
 
 
+@functools.cache
+def pdl_supported(device_index: int) -> bool:
+    return os.environ.get("TRITON_INTERPRET") != "1" and torch.cuda.get_device_capability(device_index)[0] >= 9
+
+
+def _pdl(tensor: Tensor) -> dict:
+    """Launch options and constexprs for programmatic dependent launch on tensor's device."""
+    on = USE_PDL and tensor.device.type == "cuda" and pdl_supported(tensor.device.index or 0)
+    return dict(PDL=on, TRIGGER=on and PDL_TRIGGER, launch_pdl=on)
+
+
+def split_count(n: int, k: int) -> int:
+    """K splits for an [*, k] @ [k, n] decode product: enough programs to fill the GPU, each split
+    at least one LINEAR_BLOCK_K deep."""
+    tiles = triton.cdiv(n, LINEAR_BLOCK_N)
+    wanted = max(1, round(LINEAR_PROGRAMS / tiles))
+    return max(1, min(wanted, LINEAR_MAX_SPLITS, k // LINEAR_BLOCK_K))
+
+
+def linear_partials(x: Tensor, weight: Tensor, partials: Tensor) -> None:
+    """partials[s] = x[:, K_s] @ weight[:, K_s]^T (float32) for the S = partials.shape[0] K-splits."""
+    _launch_linear(x, weight, weight, partials, splits=partials.shape[0], gelu=False)
+
+
+def linear_gelu(x: Tensor, weight: Tensor, bias: Tensor, out: Tensor) -> None:
+    """out = gelu_tanh(x @ weight^T + bias) in out's dtype."""
+    _launch_linear(x, weight, bias, out, splits=1, gelu=True)
+
+
+def _launch_linear(x: Tensor, weight: Tensor, bias: Tensor, out: Tensor, splits: int, gelu: bool) -> None:
+    M, K = x.shape
+    N = weight.shape[0]
+    block_m = min(64, max(16, triton.next_power_of_2(M)))
+    depth = triton.cdiv(triton.cdiv(K, splits), LINEAR_BLOCK_K) * LINEAR_BLOCK_K
+    grid = (triton.cdiv(N, LINEAR_BLOCK_N), triton.cdiv(M, block_m), splits)
+    _linear[grid](x, weight, bias, out, M, N, K, x.stride(0), depth, GELU=gelu,
+                  IEEE=x.dtype == torch.float32, BLOCK_M=block_m, BLOCK_N=LINEAR_BLOCK_N,
+                  BLOCK_K=LINEAR_BLOCK_K, num_warps=LINEAR_WARPS, **_pdl(x))
+
+
 def embed_layernorm(x: Tensor, wte: Tensor, wpe: Tensor, tokens: Tensor, positions: Tensor, weight: Tensor,
                     bias: Tensor, out: Tensor, eps: float) -> None:
     """x = wte[tokens] + wpe[positions] (float32); out = LayerNorm(x) in out's dtype."""
     B, C = x.shape
-    _residual_layernorm[(B,)](x, x, wte, wpe, tokens, positions, weight, bias, out, C, eps,
-                              EMBED=True, BLOCK_C=triton.next_power_of_2(C))
+    _residual_layernorm[(B,)](x, x, x, wte, wpe, tokens, positions, weight, bias, out, B, C, eps,
+                              EMBED=True, SPLITS=1, BLOCK_C=triton.next_power_of_2(C), num_warps=NORM_WARPS,
+                              **_pdl(x))
 
 
-def add_layernorm(x: Tensor, y: Tensor, weight: Tensor, bias: Tensor, out: Tensor, eps: float) -> None:
-    """x += y (in place, float32); out = LayerNorm(x) in out's dtype."""
+def add_layernorm(x: Tensor, partials: Tensor, y_bias: Tensor, weight: Tensor, bias: Tensor, out: Tensor,
+                  eps: float) -> None:
+    """x += sum(partials) + y_bias (in place, float32); out = LayerNorm(x) in out's dtype."""
     B, C = x.shape
-    _residual_layernorm[(B,)](x, y, x, x, x, x, weight, bias, out, C, eps, EMBED=False,
-                              BLOCK_C=triton.next_power_of_2(C))
+    _residual_layernorm[(B,)](x, partials, y_bias, x, x, x, x, weight, bias, out, B, C, eps, EMBED=False,
+                              SPLITS=partials.shape[0], BLOCK_C=triton.next_power_of_2(C), num_warps=NORM_WARPS,
+                              **_pdl(x))
 
 
-def decode_attention(qkv: Tensor, prompt_kv: Tensor, prompt_bias: Tensor, leader: Tensor, prompt_width: Tensor,
-                     completion_kv: Tensor, step: Tensor, out: Tensor, n_head: int) -> None:
-    """qkv [B, 3C] of the new tokens; prompt_kv [U, P_cap, 2C]; prompt_bias [U, P_cap] float32
-    (0 / -inf); leader [B]; prompt_width, step [1]; completion_kv [B, N_cap, 2C]; out [B, C].
-    Each (row, head) is split over ATTENTION_SPLITS programs (flash-decoding): a single program per
-    row and head walks its keys one dependent load after another and leaves the memory system idle."""
+def decode_attention(qkv_partials: Tensor, qkv_bias: Tensor, prompt_kv: Tensor, row_start: Tensor, leader: Tensor,
+                     prompt_width: Tensor, completion_kv: Tensor, step: Tensor, out: Tensor) -> None:
+    """qkv_partials [S, B, 3C] float32 and qkv_bias [3C]: the new tokens' q|k|v; prompt_kv
+    [2, U, H, P_cap, D]; row_start [B] (first real column of the row's prompt); leader [B];
+    prompt_width, step [1]; completion_kv [2, B, H, N_cap, D]; out [B, C]."""
     B, C = out.shape
-    D = C // n_head
-    partial = torch.empty(B, n_head, ATTENTION_SPLITS, D + 2, dtype=torch.float32, device=out.device)
-    _decode_attention_split[(B, n_head, ATTENTION_SPLITS)](
-        qkv, qkv.stride(0), prompt_kv, prompt_kv.stride(0), prompt_kv.stride(1), prompt_bias, prompt_bias.stride(0),
-        leader, prompt_width, completion_kv, completion_kv.stride(0), completion_kv.stride(1), step, partial,
-        D ** -0.5, C=C, D=D, SPLITS=ATTENTION_SPLITS, BLOCK=ATTENTION_BLOCK, num_warps=4)
-    _decode_attention_combine[(B, n_head)](partial, out, out.stride(0), D=D, SPLITS=ATTENTION_SPLITS, num_warps=1)
+    _, _, H, N_cap, D = completion_kv.shape
+    _decode_attention[(B, H)](
+        qkv_partials, qkv_bias, prompt_kv, row_start, leader, prompt_width, completion_kv, step, out,
+        B, prompt_kv.shape[3], N_cap, prompt_kv.stride(0), completion_kv.stride(0), D ** -0.5 * LOG2E,
+        H=H, D=D, QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK, num_warps=ATTENTION_WARPS, **_pdl(out))
 
 
 def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy: bool, finished: Tensor,
@@ -88,11 +157,57 @@ def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy:
 
 if triton is not None:
     @triton.jit
-    def _residual_layernorm(x_ptr, y_ptr, wte_ptr, wpe_ptr, tokens_ptr, positions_ptr, w_ptr, b_ptr, out_ptr,
-                            C, eps, EMBED: tl.constexpr, BLOCK_C: tl.constexpr):
+    def _linear(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, x_stride, depth, GELU: tl.constexpr, IEEE: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
+                TRIGGER: tl.constexpr):
+        """Program (n tile, m tile, split): rows x columns of x @ W^T over K in [split * depth, +depth).
+        Weight tiles are loaded one iteration ahead; the first before waiting on the previous kernel."""
+        rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
+        cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
+        split = tl.program_id(2)
+        first = split * depth
+        end = tl.minimum(first + depth, K)
+        w_rows = w_ptr + cols[:, None] * K
+        ks = first + tl.arange(0, BLOCK_K)
+        w_next = tl.load(w_rows + ks[None, :], mask=(cols[:, None] < N) & (ks[None, :] < end), other=0.0)
+        if PDL:
+            gdc_wait()
+            if TRIGGER:
+                gdc_launch_dependents()
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for start in range(first, end, BLOCK_K):
+            ks = start + tl.arange(0, BLOCK_K)
+            w = w_next
+            a = tl.load(x_ptr + rows[:, None] * x_stride + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < K),
+                        other=0.0)
+            w_next = tl.load(w_rows + BLOCK_K + ks[None, :],
+                             mask=(cols[:, None] < N) & (ks[None, :] + BLOCK_K < end), other=0.0)
+            if IEEE:
+                acc = tl.dot(a, tl.trans(w), acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, tl.trans(w), acc)
+        valid = (rows[:, None] < M) & (cols[None, :] < N)
+        if GELU:
+            acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+            inner = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+            acc = 0.5 * acc * (1.0 + (2.0 * tl.sigmoid(2.0 * inner) - 1.0))  # tanh(u) = 2 sigmoid(2u) - 1
+            tl.store(out_ptr + rows[:, None] * N + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=valid)
+        else:
+            tl.store(out_ptr + (split * M + rows[:, None]) * N + cols[None, :], acc, mask=valid)
+
+    @triton.jit
+    def _residual_layernorm(x_ptr, partials_ptr, y_bias_ptr, wte_ptr, wpe_ptr, tokens_ptr, positions_ptr, w_ptr,
+                            b_ptr, out_ptr, B, C, eps, EMBED: tl.constexpr, SPLITS: tl.constexpr,
+                            BLOCK_C: tl.constexpr, PDL: tl.constexpr, TRIGGER: tl.constexpr):
         row = tl.program_id(0)
         cols = tl.arange(0, BLOCK_C)
         valid = cols < C
+        w = tl.load(w_ptr + cols, mask=valid, other=0.0).to(tl.float32)
+        b = tl.load(b_ptr + cols, mask=valid, other=0.0).to(tl.float32)
+        if PDL:
+            gdc_wait()
+            if TRIGGER:
+                gdc_launch_dependents()
         if EMBED:
             token = tl.load(tokens_ptr + row)
             position = tl.load(positions_ptr + row)
@@ -100,84 +215,86 @@ if triton is not None:
                 + tl.load(wpe_ptr + position * C + cols, mask=valid, other=0.0).to(tl.float32)
         else:
             x = tl.load(x_ptr + row * C + cols, mask=valid, other=0.0) \
-                + tl.load(y_ptr + row * C + cols, mask=valid, other=0.0).to(tl.float32)
+                + tl.load(y_bias_ptr + cols, mask=valid, other=0.0).to(tl.float32)
+            for s in tl.static_range(SPLITS):
+                x += tl.load(partials_ptr + (s * B + row) * C + cols, mask=valid, other=0.0)
         tl.store(x_ptr + row * C + cols, x, mask=valid)
         mean = tl.sum(x, 0) / C
         centred = tl.where(valid, x - mean, 0.0)
         rstd = 1.0 / tl.sqrt(tl.sum(centred * centred, 0) / C + eps)
-        w = tl.load(w_ptr + cols, mask=valid, other=0.0).to(tl.float32)
-        b = tl.load(b_ptr + cols, mask=valid, other=0.0).to(tl.float32)
         tl.store(out_ptr + row * C + cols, (centred * rstd * w + b).to(out_ptr.dtype.element_ty), mask=valid)
 
     @triton.jit
-    def _decode_attention_split(qkv_ptr, qkv_stride, prompt_kv_ptr, prompt_row_stride, prompt_pos_stride,
-                                prompt_bias_ptr, bias_stride, leader_ptr, prompt_width_ptr, comp_kv_ptr,
-                                comp_row_stride, comp_pos_stride, step_ptr, partial_ptr, scale,
-                                C: tl.constexpr, D: tl.constexpr, SPLITS: tl.constexpr, BLOCK: tl.constexpr):
-        """Keys 0..width-1 are the prompt's (prompt cache of the row's leader), width..width+step-1 the
-        row's completion so far; split `split` takes its share of them, split 0 also the new token
-        (whose key and value it writes to the completion cache). Output: running max, sum, weighted
-        values of the split, for the combine kernel."""
-        row = tl.program_id(0).to(tl.int64)
-        head = tl.program_id(1)
-        split = tl.program_id(2)
-        dims = tl.arange(0, D)
-        token = qkv_ptr + row * qkv_stride + head * D + dims
-        q = tl.load(token).to(tl.float32) * scale
-        step = tl.load(step_ptr)
-        width = tl.load(prompt_width_ptr)
-        leader = tl.load(leader_ptr + row).to(tl.int64)
-        own = comp_kv_ptr + row * comp_row_stride + head * D
-        if split == 0:
-            k_new = tl.load(token + C)
-            v_new = tl.load(token + 2 * C)
-            tl.store(own + step * comp_pos_stride + dims, k_new)
-            tl.store(own + step * comp_pos_stride + C + dims, v_new)
-            running_max = tl.sum(q * k_new.to(tl.float32), 0)  # the new token sees itself: weight exp(0) = 1
-            total = running_max * 0.0 + 1.0
-            acc = v_new.to(tl.float32)
-        else:
-            running_max = tl.sum(q, 0) * 0.0 - 1e30  # finite: fully masked blocks must not give inf - inf
-            total = running_max * 0.0
-            acc = q * 0.0
-        n_keys = width + step
-        share = tl.cdiv(n_keys, SPLITS)
-        first = split * share
-        last = tl.minimum(first + share, n_keys)
-        prompt = prompt_kv_ptr + leader * prompt_row_stride + head * D
-        for start in range(first, last, BLOCK):
-            index = start + tl.arange(0, BLOCK)
-            valid = index < last
-            in_prompt = index < width
-            base = tl.where(in_prompt, prompt + index * prompt_pos_stride, own + (index - width) * comp_pos_stride)
-            k = tl.load(base[:, None] + dims[None, :], mask=valid[:, None], other=0.0).to(tl.float32)
-            v = tl.load(base[:, None] + C + dims[None, :], mask=valid[:, None], other=0.0).to(tl.float32)
-            bias = tl.load(prompt_bias_ptr + leader * bias_stride + index, mask=valid & in_prompt, other=0.0)
-            scores = tl.where(valid, tl.sum(k * q[None, :], 1) + bias, -float("inf"))
-            new_max = tl.maximum(running_max, tl.max(scores, 0))
-            rescale = tl.exp(running_max - new_max)
-            p = tl.exp(scores - new_max)
-            total = total * rescale + tl.sum(p, 0)
-            acc = acc * rescale + tl.sum(p[:, None] * v, 0)
-            running_max = new_max
-        out = partial_ptr + ((row * tl.num_programs(1) + head) * SPLITS + split) * (D + 2)
-        tl.store(out + dims, acc)
-        tl.store(out + D, running_max)
-        tl.store(out + D + 1, total)
+    def _qkv_part(partials_ptr, bias_ptr, row, B, offset, dims, QKV_SPLITS: tl.constexpr, C3: tl.constexpr):
+        """One head's slice of q, k or v of the new token: the partial sums plus the bias, float32."""
+        value = tl.load(bias_ptr + offset + dims).to(tl.float32)
+        for s in tl.static_range(QKV_SPLITS):
+            value += tl.load(partials_ptr + (s * B + row) * C3 + offset + dims)
+        return value
 
     @triton.jit
-    def _decode_attention_combine(partial_ptr, out_ptr, out_stride, D: tl.constexpr, SPLITS: tl.constexpr):
+    def _decode_attention(qkv_ptr, qkv_bias_ptr, prompt_kv_ptr, row_start_ptr, leader_ptr, prompt_width_ptr,
+                          comp_kv_ptr, step_ptr, out_ptr, B, P_cap, N_cap, prompt_kv_stride, comp_kv_stride, scale,
+                          H: tl.constexpr, D: tl.constexpr, QKV_SPLITS: tl.constexpr, BLOCK: tl.constexpr,
+                          PDL: tl.constexpr, TRIGGER: tl.constexpr):
+        """Program (row, head). Keys: the prompt's real tokens, then the row's completion so far, in
+        blocks that never straddle the two caches (block j + 1 is loaded while j is reduced), and
+        the new token, which sees itself. Scores are in log2 units (scale includes log2 e)."""
         row = tl.program_id(0).to(tl.int64)
         head = tl.program_id(1)
-        splits = tl.arange(0, SPLITS)
         dims = tl.arange(0, D)
-        base = partial_ptr + ((row * tl.num_programs(1) + head) * SPLITS + splits) * (D + 2)
-        maxima = tl.load(base + D)
-        totals = tl.load(base + D + 1)
-        acc = tl.load(base[:, None] + dims[None, :])
-        weights = tl.exp(maxima - tl.max(maxima, 0))
-        y = tl.sum(acc * weights[:, None], 0) / tl.sum(totals * weights, 0)
-        tl.store(out_ptr + row * out_stride + head * D + dims, y.to(out_ptr.dtype.element_ty))
+        positions = tl.arange(0, BLOCK)
+        C3: tl.constexpr = 3 * H * D
+        if PDL:
+            gdc_wait()
+            if TRIGGER:
+                gdc_launch_dependents()
+        q = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, head * D, dims, QKV_SPLITS, C3) * scale
+        k_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, H * D + head * D, dims, QKV_SPLITS, C3)
+        v_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, 2 * H * D + head * D, dims, QKV_SPLITS, C3)
+        k_new = k_new.to(comp_kv_ptr.dtype.element_ty)  # the cache's precision, as later steps will see it
+        v_new = v_new.to(comp_kv_ptr.dtype.element_ty)
+        step = tl.load(step_ptr)
+        n_prompt = tl.load(prompt_width_ptr) - tl.load(row_start_ptr + row)
+        prompt = prompt_kv_ptr + ((tl.load(leader_ptr + row) * H + head) * P_cap
+                                  + tl.load(row_start_ptr + row)) * D
+        own = comp_kv_ptr + (row * H + head) * N_cap * D  # keys; values are comp_kv_stride further
+        tl.store(own + step * D + dims, k_new)
+        tl.store(own + comp_kv_stride + step * D + dims, v_new)
+        running_max = tl.sum(q * k_new.to(tl.float32), 0)  # the new token sees itself: weight exp(0) = 1
+        total = running_max * 0.0 + 1.0
+        acc = v_new.to(tl.float32)
+        prompt_blocks = tl.cdiv(n_prompt, BLOCK)
+        n_blocks = prompt_blocks + tl.cdiv(step, BLOCK)
+        k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, 0, prompt_blocks,
+                                              n_prompt, step, n_blocks, positions, dims, D, BLOCK)
+        for j in range(0, n_blocks):
+            k, v, left = k_next, v_next, left_next
+            k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j + 1,
+                                                  prompt_blocks, n_prompt, step, n_blocks, positions, dims, D, BLOCK)
+            valid = positions < left
+            scores = tl.where(valid, tl.sum(k.to(tl.float32) * q[None, :], 1), -float("inf"))
+            new_max = tl.maximum(running_max, tl.max(scores, 0))
+            rescale = tl.exp2(running_max - new_max)
+            p = tl.exp2(scores - new_max)
+            total = total * rescale + tl.sum(p, 0)
+            acc = acc * rescale + tl.sum(p[:, None] * v.to(tl.float32), 0)
+            running_max = new_max
+        tl.store(out_ptr + row * H * D + head * D + dims, (acc / total).to(out_ptr.dtype.element_ty))
+
+    @triton.jit
+    def _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j, prompt_blocks, n_prompt, step, n_blocks,
+                  positions, dims, D: tl.constexpr, BLOCK: tl.constexpr):
+        """Keys, values and number of valid positions of block j (nothing past the last block)."""
+        in_prompt = j < prompt_blocks
+        first = tl.where(in_prompt, j, j - prompt_blocks) * BLOCK
+        keys = tl.where(in_prompt, prompt, own) + first * D
+        left = tl.where(j < n_blocks, tl.where(in_prompt, n_prompt, step) - first, 0)
+        offsets = positions[:, None] * D + dims[None, :]
+        mask = (positions < left)[:, None]
+        k = tl.load(keys + offsets, mask=mask, other=0.0)
+        v = tl.load(keys + tl.where(in_prompt, prompt_kv_stride, comp_kv_stride) + offsets, mask=mask, other=0.0)
+        return k, v, left
 
     @triton.jit
     def _sample_partial(logits_ptr, logits_stride, noise_ptr, noise_stride, vocab, temperature, partial_ptr, chunks,

@@ -6,8 +6,8 @@ then per step: sample from the current logits, record the token (pad once a row 
 the model on it. How the work reaches the GPU differs:
 
 - Buffers owned by the decoder and reused across calls: a prompt KV cache per distinct prompt
-  [n_layer, U, P, 2C] (the G completions of a GRPO group share one; the prefill runs once per
-  distinct prompt), a completion KV cache per row [n_layer, B, N, 2C], logits, per-row state and
+  [n_layer, 2, U, H, P, D] (the G completions of a GRPO group share one; the prefill runs once per
+  distinct prompt), a completion KV cache per row [n_layer, 2, B, H, N, D], logits, per-row state and
   the outputs [B, N]. The step number, prompt width and positions live on the device, so one
   captured graph serves every step of every call with the same buffers and sampling settings.
   Buffers grow (and the graph is re-captured) only when a call needs more rows, prompt width or
@@ -16,8 +16,9 @@ the model on it. How the work reaches the GPU differs:
   copies of the linear weights refreshed at each call), the numerics of the trainer's autocast.
   The output projection uses a copy of the embedding padded to a multiple of 64 rows, which keeps
   cuBLAS on its fast kernels (50257 rows is not 16-byte aligned).
-- On CUDA with Triton, fused kernels (rookworld.model.decode_kernels) do the embedding,
-  residual-add + LayerNorm, attention (+ KV write) and sampling + bookkeeping in one launch each.
+- On CUDA with Triton, kernels of rookworld.model.decode_kernels run the whole step but the output
+  projection: split-K products for few rows whose partial sums the next kernel adds, embedding and
+  residual-add + LayerNorm, attention (+ KV write) and sampling + bookkeeping.
   Elsewhere the same step runs as plain PyTorch ops (the CPU path of the tests; on CUDA it is what
   the graph captures when Triton is missing).
 - Sampling draws exactly like torch.multinomial draws one sample: argmax(probs / E) with
@@ -68,9 +69,9 @@ class SamplingSpec:
 @dataclass
 class DecodeBuffers:
     """Everything a decode step reads or writes, for one batch size and capacity."""
-    prompt_kv: Tensor      # [n_layer, U, P_cap, 2C] keys | values of each distinct prompt
-    prompt_bias: Tensor    # [U, P_cap] float32: 0 for prompt tokens, -inf for padding
-    completion_kv: Tensor  # [n_layer, B, N_cap, 2C] keys | values of each row's completion
+    prompt_kv: Tensor      # [n_layer, 2, U, H, P_cap, D] keys, values of each distinct prompt
+    row_start: Tensor      # [B] long: column of the first real token of each row's prompt (left padding before)
+    completion_kv: Tensor  # [n_layer, 2, B, H, N_cap, D] keys, values of each row's completion
     leader: Tensor         # [B] long: the prompt (row of prompt_kv) of each row
     prompt_width: Tensor   # [1] long: P of this call
     logits: Tensor         # [B, V_pad] next-token logits (compute dtype)
@@ -78,6 +79,9 @@ class DecodeBuffers:
     x: Tensor              # [B, C] float32 residual stream
     h: Tensor              # [B, C] LayerNorm output (compute dtype)
     y: Tensor              # [B, C] attention output (compute dtype)
+    hidden: Tensor         # [B, 4C] MLP inner activations (compute dtype; kernels path)
+    qkv_partials: Tensor   # [S, B, 3C] float32 split-K partial sums of c_attn (kernels path)
+    proj_partials: Tensor  # [S, B, C] float32 split-K partial sums of the c_proj products (kernels path)
     emitted: Tensor        # [B] long: token fed to the model this step (pad once finished)
     position: Tensor       # [B] long: position id of each row's next token
     fed_position: Tensor   # [B] long: position id of `emitted`
@@ -92,8 +96,8 @@ class DecodeBuffers:
     @property
     def shape(self) -> tuple[int, int, int, int]:
         """(rows, distinct prompts, prompt width, new tokens) this set of buffers holds."""
-        return (self.completion_kv.shape[1], self.prompt_kv.shape[1], self.prompt_kv.shape[2],
-                self.completion_kv.shape[2])
+        return (self.completion_kv.shape[2], self.prompt_kv.shape[2], self.prompt_kv.shape[4],
+                self.completion_kv.shape[4])
 
 
 class DecodeWeights:
@@ -154,6 +158,7 @@ class StaticDecoder:
         self.use_kernels = (kernels.kernels_available(self.device, model.config.head_dim)
                             if use_kernels is None else use_kernels)
         self.check_every = check_every
+        self.splits = kernel_splits(model.config) if self.use_kernels else {"qkv": 1, "proj": 1, "mlp_proj": 1}
         self.ignore_stops = ignore_stops  # benchmarks: every row runs to its cap
         self.weights = DecodeWeights(model, self.dtype)
         self.buffers: DecodeBuffers | None = None
@@ -220,18 +225,22 @@ class StaticDecoder:
 
     def _allocate(self, rows: int, distinct: int, width: int, new_tokens: int) -> DecodeBuffers:
         config, device, dtype = self.model.config, self.device, self.dtype
-        C = config.n_embd
+        C, H, D = config.n_embd, config.n_head, config.head_dim
         longs = dict(dtype=torch.long, device=device)
         floats = dict(dtype=torch.float32, device=device)
+        computes = dict(dtype=dtype, device=device)
+        proj_splits = max(self.splits["proj"], self.splits["mlp_proj"])
         return DecodeBuffers(
-            prompt_kv=torch.zeros(config.n_layer, distinct, width, 2 * C, dtype=dtype, device=device),
-            prompt_bias=torch.zeros(distinct, width, **floats),
-            completion_kv=torch.zeros(config.n_layer, rows, new_tokens, 2 * C, dtype=dtype, device=device),
+            prompt_kv=torch.zeros(config.n_layer, 2, distinct, H, width, D, **computes),
+            row_start=torch.zeros(rows, **longs),
+            completion_kv=torch.zeros(config.n_layer, 2, rows, H, new_tokens, D, **computes),
             leader=torch.zeros(rows, **longs), prompt_width=torch.zeros(1, **longs),
             logits=torch.zeros(rows, self.weights.unembed.shape[0], dtype=dtype, device=device),
             noise=torch.ones(rows, config.vocab_size, **floats),
-            x=torch.zeros(rows, C, **floats), h=torch.zeros(rows, C, dtype=dtype, device=device),
-            y=torch.zeros(rows, C, dtype=dtype, device=device),
+            x=torch.zeros(rows, C, **floats), h=torch.zeros(rows, C, **computes), y=torch.zeros(rows, C, **computes),
+            hidden=torch.zeros(rows, 4 * C, **computes),
+            qkv_partials=torch.zeros(self.splits["qkv"], rows, 3 * C, **floats),
+            proj_partials=torch.zeros(proj_splits, rows, C, **floats),
             emitted=torch.zeros(rows, **longs), position=torch.zeros(rows, **longs),
             fed_position=torch.zeros(rows, **longs), step=torch.zeros(1, **longs), caps=torch.zeros(rows, **longs),
             finished=torch.zeros(rows, dtype=torch.bool, device=device), stops=torch.zeros(MAX_STOPS, **longs),
@@ -286,8 +295,7 @@ class StaticDecoder:
         hidden = self._layer_norm(x[:, -1], "ln_f")
         b.leader.copy_(torch.tensor(leader, dtype=torch.long))
         b.logits.copy_(F.linear(hidden, self.weights.unembed).index_select(0, b.leader))
-        b.prompt_bias.fill_(float("-inf"))
-        b.prompt_bias[:U, :P].masked_fill_(prompt_mask, 0.0)
+        b.row_start.copy_((P - prompt_mask.sum(-1)).index_select(0, b.leader))
         b.prompt_width.fill_(P)
         b.position.copy_(prompt_mask.sum(-1).index_select(0, b.leader))
         b.step.zero_()
@@ -300,8 +308,9 @@ class StaticDecoder:
         C, H = self.model.config.n_embd, self.model.config.n_head
         p = f"h.{layer}."
         qkv = self._linear(self._layer_norm(x, p + "ln_1"), p + "attn.c_attn")
-        self.buffers.prompt_kv[layer, :U, :P] = qkv[..., C:]
         q, k, v = (t.view(U, P, H, C // H).transpose(1, 2) for t in qkv.split(C, dim=2))
+        self.buffers.prompt_kv[layer, 0, :U, :, :P] = k
+        self.buffers.prompt_kv[layer, 1, :U, :, :P] = v
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(U, P, C)
         return self._mlp(layer, x + self._linear(y, p + "attn.c_proj"))
 
@@ -358,17 +367,19 @@ class StaticDecoder:
         eps = config.layer_norm_epsilon
         kernels.embed_layernorm(b.x, w["wte.weight"], w["wpe.weight"], b.emitted, b.fed_position,
                                 w["h.0.ln_1.weight"], w["h.0.ln_1.bias"], b.h, eps)
+        attn_proj, mlp_proj = b.proj_partials[:self.splits["proj"]], b.proj_partials[:self.splits["mlp_proj"]]
         for layer in range(config.n_layer):
             p = f"h.{layer}."
-            qkv = self._linear(b.h, p + "attn.c_attn")
-            kernels.decode_attention(qkv, b.prompt_kv[layer], b.prompt_bias, b.leader, b.prompt_width,
-                                     b.completion_kv[layer], b.step, b.y, config.n_head)
-            kernels.add_layernorm(b.x, self._linear(b.y, p + "attn.c_proj"), w[p + "ln_2.weight"],
+            kernels.linear_partials(b.h, w[p + "attn.c_attn.weight"], b.qkv_partials)
+            kernels.decode_attention(b.qkv_partials, w[p + "attn.c_attn.bias"], b.prompt_kv[layer], b.row_start,
+                                     b.leader, b.prompt_width, b.completion_kv[layer], b.step, b.y)
+            kernels.linear_partials(b.y, w[p + "attn.c_proj.weight"], attn_proj)
+            kernels.add_layernorm(b.x, attn_proj, w[p + "attn.c_proj.bias"], w[p + "ln_2.weight"],
                                   w[p + "ln_2.bias"], b.h, eps)
-            hidden = torch._addmm_activation(w[p + "mlp.c_fc.bias"], b.h, w[p + "mlp.c_fc.weight"].t(),
-                                             use_gelu=True)
+            kernels.linear_gelu(b.h, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"], b.hidden)
+            kernels.linear_partials(b.hidden, w[p + "mlp.c_proj.weight"], mlp_proj)
             after = f"h.{layer + 1}.ln_1" if layer + 1 < config.n_layer else "ln_f"
-            kernels.add_layernorm(b.x, self._linear(hidden, p + "mlp.c_proj"), w[after + ".weight"],
+            kernels.add_layernorm(b.x, mlp_proj, w[p + "mlp.c_proj.bias"], w[after + ".weight"],
                                   w[after + ".bias"], b.h, eps)
         torch.mm(b.h, w.unembed.t(), out=b.logits)
 
@@ -385,23 +396,22 @@ class StaticDecoder:
     def _attend_torch(self, qkv: Tensor, layer: int, exact: tuple[int, int] | None) -> Tensor:
         """Attention of the new tokens over [prompt, completion so far, themselves] with SDPA."""
         b, config = self.buffers, self.model.config
-        B, C, H = qkv.shape[0], config.n_embd, config.n_head
-        completion = b.completion_kv[layer]
-        completion.index_copy_(1, b.step, qkv[:, None, C:])
+        B, C, H, D = qkv.shape[0], config.n_embd, config.n_head, config.head_dim
+        q, k_new, v_new = (t.view(B, H, 1, D) for t in qkv.split(C, dim=1))
+        completion = b.completion_kv[layer]  # [2, B, H, N_cap, D]
+        completion.index_copy_(3, b.step, torch.stack([k_new, v_new]))
         if exact is None:  # graph: whole buffers, masked by the step on the device
-            width, length = b.prompt_kv.shape[2], completion.shape[1]
+            width, length = b.prompt_kv.shape[4], completion.shape[3]
             seen = torch.arange(length, device=qkv.device) <= b.step
-            completion_bias = torch.where(seen, 0.0, float("-inf")).expand(B, length)
         else:
             width, length = exact[0], exact[1] + 1
-            completion_bias = torch.zeros(B, length, device=qkv.device)
-        keys = torch.cat([b.prompt_kv[layer].index_select(0, b.leader)[:, :width], completion[:, :length]], dim=1)
-        bias = torch.cat([b.prompt_bias.index_select(0, b.leader)[:, :width], completion_bias], dim=1)
-        S = keys.shape[1]
-        q = qkv[:, :C].view(B, 1, H, C // H).transpose(1, 2)
-        k = keys[..., :C].reshape(B, S, H, C // H).transpose(1, 2)
-        v = keys[..., C:].reshape(B, S, H, C // H).transpose(1, 2)
-        y = F.scaled_dot_product_attention(q, k, v, attn_mask=bias[:, None, None, :].to(q.dtype))
+            seen = torch.ones(length, dtype=torch.bool, device=qkv.device)
+        columns = torch.arange(width, device=qkv.device)
+        real = (columns >= b.row_start[:, None]) & (columns < b.prompt_width)
+        visible = torch.cat([real, seen.expand(B, length)], dim=1)
+        prompt = b.prompt_kv[layer].index_select(1, b.leader)[..., :width, :]
+        keys, values = torch.cat([prompt, completion[..., :length, :]], dim=3)
+        y = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible[:, None, None, :])
         return y.reshape(B, C)
 
     def _mlp(self, layer: int, x: Tensor) -> Tensor:
@@ -443,6 +453,13 @@ class PlainDecoder:
 
     def close(self) -> None:
         pass
+
+
+def kernel_splits(config) -> dict[str, int]:
+    """K-splits of the three split-K decode products (decode_kernels.linear_partials)."""
+    C = config.n_embd
+    return {"qkv": kernels.split_count(3 * C, C), "proj": kernels.split_count(C, C),
+            "mlp_proj": kernels.split_count(C, 4 * C)}
 
 
 def make_decoder(model: GPT) -> StaticDecoder | None:

@@ -103,11 +103,8 @@ def check_request(model: GPT, prompts: Sequence[Sequence[int]], max_new_tokens: 
 
 def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
     width = max(len(p) for p in prompts)
-    ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(prompts), width), dtype=torch.bool)
-    for row, prompt in enumerate(prompts):
-        ids[row, width - len(prompt):] = torch.tensor(list(prompt), dtype=torch.long)
-        mask[row, width - len(prompt):] = True
+    ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long)
+    mask = torch.tensor([[False] * (width - len(p)) + [True] * len(p) for p in prompts], dtype=torch.bool)
     return ids.to(device), mask.to(device)
 
 
