@@ -8,8 +8,10 @@ the model on it. How the work reaches the GPU differs:
 - Buffers owned by the decoder and reused across calls: a prompt KV cache per distinct prompt
   [n_layer, 2, U, H, P, D] (the G completions of a GRPO group share one; the prefill runs once per
   distinct prompt), a completion KV cache per row [n_layer, 2, B, H, N, D], logits, per-row state and
-  the outputs [B, N]. The step number, prompt width and positions live on the device, so one
-  captured graph serves every step of every call with the same buffers and sampling settings.
+  the outputs [B, N]. Prompts are left-padded to the buffers' width (a multiple of 32), so the
+  prefill has one shape too. The step number and positions live on the device, so one captured
+  graph serves the prefill and one every step of every call with the same buffers and sampling
+  settings.
   Buffers grow (and the graph is re-captured) only when a call needs more rows, prompt width or
   new tokens than any before; the graph memory pool is private to the decoder.
 - The residual stream is float32 and matrix products run in the compute dtype (bfloat16 on CUDA:
@@ -69,11 +71,13 @@ class SamplingSpec:
 @dataclass
 class DecodeBuffers:
     """Everything a decode step reads or writes, for one batch size and capacity."""
+    prefill_ids: Tensor    # [U, P_cap] long: the distinct prompts, left-padded to P_cap (unused rows: padding)
+    prefill_mask: Tensor   # [U, P_cap] bool: real prompt tokens
     prompt_kv: Tensor      # [n_layer, 2, U, H, P_cap, D] keys, values of each distinct prompt
     row_start: Tensor      # [B] long: column of the first real token of each row's prompt (left padding before)
     completion_kv: Tensor  # [n_layer, 2, B, H, N_cap, D] keys, values of each row's completion
     leader: Tensor         # [B] long: the prompt (row of prompt_kv) of each row
-    prompt_width: Tensor   # [1] long: P of this call
+    prompt_width: Tensor   # [1] long: P_cap (the prompt cache's width)
     logits: Tensor         # [B, V_pad] next-token logits (compute dtype)
     noise: Tensor          # [B, V] float32 Exponential(1) draws
     x: Tensor              # [B, C] float32 residual stream
@@ -163,6 +167,7 @@ class StaticDecoder:
         self.weights = DecodeWeights(model, self.dtype)
         self.buffers: DecodeBuffers | None = None
         self.graphs: dict[SamplingSpec, torch.cuda.CUDAGraph] = {}
+        self.prefill_graph: torch.cuda.CUDAGraph | None = None
         self.graph_generator: torch.Generator | None = None
         self.pool = None
         self.captures = 0  # graphs captured so far (re-captures show up here)
@@ -192,17 +197,19 @@ class StaticDecoder:
             self._ensure_buffers(len(prompts), len(distinct), prompt_ids.shape[1], n_max)
             if self.use_graphs:
                 self._capture(spec, generator)
-            self._prefill(prompt_ids[distinct], prompt_mask[distinct], leader, max_new_tokens, stops)
-            steps = self._decode(n_max, prompt_ids.shape[1], spec, generator)
+                self._capture_prefill()
+            self._prefill([prompts[row] for row in distinct], leader, max_new_tokens, stops, int(pad_id))
+            steps = self._decode(n_max, spec, generator)
         return self._collect(prompt_ids, prompt_mask, steps)
 
     def release_graphs(self) -> None:
         """Drop every captured graph (and with them their memory pool)."""
         if self.graphs and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        for graph in self.graphs.values():
+        for graph in [*self.graphs.values(), *([self.prefill_graph] if self.prefill_graph else [])]:
             graph.reset()
         self.graphs.clear()
+        self.prefill_graph = None
         self.pool = None
 
     def close(self) -> None:
@@ -231,10 +238,12 @@ class StaticDecoder:
         computes = dict(dtype=dtype, device=device)
         proj_splits = max(self.splits["proj"], self.splits["mlp_proj"])
         return DecodeBuffers(
+            prefill_ids=torch.zeros(distinct, width, **longs),
+            prefill_mask=torch.zeros(distinct, width, dtype=torch.bool, device=device),
             prompt_kv=torch.zeros(config.n_layer, 2, distinct, H, width, D, **computes),
             row_start=torch.zeros(rows, **longs),
             completion_kv=torch.zeros(config.n_layer, 2, rows, H, new_tokens, D, **computes),
-            leader=torch.zeros(rows, **longs), prompt_width=torch.zeros(1, **longs),
+            leader=torch.zeros(rows, **longs), prompt_width=torch.full((1,), width, **longs),
             logits=torch.zeros(rows, self.weights.unembed.shape[0], dtype=dtype, device=device),
             noise=torch.ones(rows, config.vocab_size, **floats),
             x=torch.zeros(rows, C, **floats), h=torch.zeros(rows, C, **computes), y=torch.zeros(rows, C, **computes),
@@ -255,11 +264,21 @@ class StaticDecoder:
         if spec in self.graphs:
             return
         rng_state = generator.get_state() if generator is not None else None
+        self.graphs[spec] = self._graph_of(lambda: self._step(spec, generator), generator)
+        if rng_state is not None:
+            generator.set_state(rng_state)
+
+    def _capture_prefill(self) -> None:
+        if self.prefill_graph is None:
+            self.prefill_graph = self._graph_of(self._prefill_forward, None)
+
+    def _graph_of(self, work, generator: torch.Generator | None) -> torch.cuda.CUDAGraph:
+        """`work` captured in a CUDA graph (after one warm-up run, so lazy initialisation stays out)."""
         self._reset_state()
         side = side_stream(self.device)
         side.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(side):  # warm-up: lazy initialisation stays out of the graph
-            self._step(spec, generator)
+        with torch.cuda.stream(side):
+            work()
         torch.cuda.current_stream(self.device).wait_stream(side)
         self._reset_state()
         if self.pool is None:
@@ -268,41 +287,56 @@ class StaticDecoder:
         if generator is not None:
             graph.register_generator_state(generator)
         with torch.cuda.graph(graph, pool=self.pool, stream=side):
-            self._step(spec, generator)
-        self.graphs[spec] = graph
+            work()
         self.captures += 1
-        if rng_state is not None:
-            generator.set_state(rng_state)
+        return graph
 
     def _reset_state(self) -> None:
-        """Harmless values for a warm-up step: in-range indices, nothing finished, no prompt."""
+        """Harmless values for a warm-up run: in-range indices, nothing finished, no prompt."""
         b = self.buffers
-        for tensor in (b.step, b.prompt_width, b.leader, b.position, b.fed_position, b.emitted):
+        for tensor in (b.step, b.leader, b.position, b.fed_position, b.emitted, b.row_start):
             tensor.zero_()
         b.caps.fill_(b.shape[3])
         b.finished.fill_(False)
+        b.prefill_mask.fill_(False)
 
     # ------------------------------------------------------------------ the algorithm
-    def _prefill(self, prompt_ids: Tensor, prompt_mask: Tensor, leader: list[int], max_new_tokens: Sequence[int],
-                 stops: list[int]) -> None:
-        """Run the distinct prompts, fill their KV cache and every row's first logits and state."""
-        b, (U, P) = self.buffers, prompt_ids.shape
-        positions = (prompt_mask.long().cumsum(-1) - 1).clamp(min=0)
-        mask = additive_mask(attention_mask_4d(prompt_mask, 0, P, self.device), self.dtype)
-        x = F.embedding(prompt_ids, self.weights["wte.weight"]) + F.embedding(positions, self.weights["wpe.weight"])
+    def _prefill(self, prompts: list[Sequence[int]], leader: list[int], max_new_tokens: Sequence[int],
+                 stops: list[int], pad_id: int) -> None:
+        """Load the distinct prompts and the per-row state into the buffers, then run the prefill."""
+        b = self.buffers
+        U_cap, P_cap = b.prefill_ids.shape
+        unused = [[]] * (U_cap - len(prompts))  # rows of padding only
+        ids, mask = left_pad(list(prompts) + unused, pad_id, torch.device("cpu"), width=P_cap)
+        b.prefill_ids.copy_(ids)
+        b.prefill_mask.copy_(mask)
+        b.leader.copy_(torch.tensor(leader, dtype=torch.long))
+        b.caps.copy_(torch.tensor(list(max_new_tokens), dtype=torch.long))
+        b.finished.copy_(b.caps <= 0)
+        b.step.zero_()
+        if stops:
+            b.stops[:len(stops)] = torch.tensor(stops, dtype=torch.long)
+        if self.use_graphs:
+            self.prefill_graph.replay()
+        else:
+            self._prefill_forward()
+
+    def _prefill_forward(self) -> None:
+        """The prompts through the model (graph-safe): their KV caches, each row's first logits,
+        where its prompt starts in the cache and the position of its first new token."""
+        b = self.buffers
+        U, P = b.prefill_ids.shape
+        real = b.prefill_mask
+        positions = (real.long().cumsum(-1) - 1).clamp(min=0)
+        mask = additive_mask(attention_mask_4d(real, 0, P, self.device), self.dtype)
+        x = F.embedding(b.prefill_ids, self.weights["wte.weight"]) + F.embedding(positions, self.weights["wpe.weight"])
         for layer in range(self.model.config.n_layer):
             x = self._prefill_layer(layer, x, mask, U, P)
         hidden = self._layer_norm(x[:, -1], "ln_f")
-        b.leader.copy_(torch.tensor(leader, dtype=torch.long))
+        lengths = real.sum(-1).index_select(0, b.leader)
         b.logits.copy_(F.linear(hidden, self.weights.unembed).index_select(0, b.leader))
-        b.row_start.copy_((P - prompt_mask.sum(-1)).index_select(0, b.leader))
-        b.prompt_width.fill_(P)
-        b.position.copy_(prompt_mask.sum(-1).index_select(0, b.leader))
-        b.step.zero_()
-        b.caps.copy_(torch.tensor(list(max_new_tokens), dtype=torch.long))
-        b.finished.copy_(b.caps <= 0)
-        if stops:
-            b.stops[:len(stops)] = torch.tensor(stops, dtype=torch.long)
+        b.row_start.copy_(P - lengths)
+        b.position.copy_(lengths)
 
     def _prefill_layer(self, layer: int, x: Tensor, mask: Tensor, U: int, P: int) -> Tensor:
         C, H = self.model.config.n_embd, self.model.config.n_head
@@ -314,13 +348,13 @@ class StaticDecoder:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(U, P, C)
         return self._mlp(layer, x + self._linear(y, p + "attn.c_proj"))
 
-    def _decode(self, n_max: int, width: int, spec: SamplingSpec, generator: torch.Generator | None) -> int:
+    def _decode(self, n_max: int, spec: SamplingSpec, generator: torch.Generator | None) -> int:
         """Run the steps; return how many ran."""
         for step in range(n_max):
             if self.use_graphs:
                 self.graphs[spec].replay()
             else:
-                self._step(spec, generator, exact=(width, step))
+                self._step(spec, generator, exact=(self.buffers.prefill_ids.shape[1], step))
             done = step + 1
             if done < n_max and done % self.check_every == 0 and bool(self.buffers.finished.all()):
                 return done

@@ -101,8 +101,10 @@ def check_request(model: GPT, prompts: Sequence[Sequence[int]], max_new_tokens: 
         raise ValueError(f"prompt + max_new_tokens reaches {longest} tokens, model context is {model.config.n_positions}")
 
 
-def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device) -> tuple[Tensor, Tensor]:
-    width = max(len(p) for p in prompts)
+def left_pad(prompts: Sequence[Sequence[int]], pad_id: int, device: torch.device,
+             width: int | None = None) -> tuple[Tensor, Tensor]:
+    """Token ids and real-token mask [B, width], prompts right-aligned (width: the longest by default)."""
+    width = max(len(p) for p in prompts) if width is None else width
     ids = torch.tensor([[pad_id] * (width - len(p)) + list(p) for p in prompts], dtype=torch.long)
     mask = torch.tensor([[False] * (width - len(p)) + [True] * len(p) for p in prompts], dtype=torch.bool)
     return ids.to(device), mask.to(device)
