@@ -158,10 +158,10 @@ needs_triton = pytest.mark.skipif(not triton_runs_here(), reason="needs triton w
 
 @needs_triton
 @pytest.mark.parametrize("settings", SETTINGS[:3], ids=["greedy", "sampled", "top_k"])
-# Kernel layouts: the defaults, and one where every split is exercised: sampling over many vocabulary
+# Kernel layouts: the defaults, and one where every split is exercised: sampling over vocabulary
 # chunks, split-K products (2-8 partial sums per product), several key blocks per attention program.
-@pytest.mark.parametrize("layout", [dict(UNEMBED_BLOCK_V=128, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64),
-                                    dict(UNEMBED_BLOCK_V=16, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)],
+@pytest.mark.parametrize("layout", [dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64),
+                                    dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)],
                          ids=["whole", "split"])
 def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, settings, layout, monkeypatch):
     from rookworld.model import decode_kernels

@@ -20,10 +20,8 @@ another one's work.
   prompt's real tokens (prompt cache of the row's `leader`: the G completions of a GRPO group share
   one copy; left padding is skipped, not masked), then the row's completion so far, then the new
   token itself. Lengths are read on the device.
-- `unembed_sample_and_record`: the output projection fused with greedy or temperature sampling
-  exactly as torch.multinomial draws one sample (argmax of softmax / Exponential(1) noise drawn by
-  torch beforehand): each program reduces its [rows x vocabulary block] of logits to a partial
-  log-sum-exp and argmax, so the logits are never written. Then per row the combination and the
+- `sample_and_record`: greedy or temperature sampling exactly as torch.multinomial draws one
+  sample (argmax of softmax / Exponential(1) noise drawn by torch beforehand), then the per-row
   bookkeeping of `StaticDecoder._record`: output token (pad once finished), log-prob, active flag,
   finished update, position of the token fed next.
 
@@ -52,7 +50,7 @@ except ImportError:
 
 ATTENTION_BLOCK = 32  # keys per iteration
 ATTENTION_WARPS = 2
-UNEMBED_BLOCK_V = 128  # vocabulary columns per program of the fused output projection + sampling
+SAMPLE_CHUNK = 4096  # vocabulary columns per program of the first sampling pass
 LINEAR_BLOCK_N = 32  # output columns per program of the decode products
 LINEAR_BLOCK_K = 256  # reduction depth per iteration
 LINEAR_PROGRAMS = 132  # aim for about this many programs per product (one per SM of an H100)
@@ -140,24 +138,21 @@ def decode_attention(qkv_partials: Tensor, qkv_bias: Tensor, prompt_kv: Tensor, 
         H=H, D=D, QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK, num_warps=ATTENTION_WARPS, **_pdl(out))
 
 
-def unembed_sample_and_record(h: Tensor, unembed: Tensor, noise: Tensor, temperature: float, greedy: bool,
-                              finished: Tensor, caps: Tensor, stops: Tensor, n_stops: int, step: Tensor, pad_id: int,
-                              out_tokens: Tensor, out_logprobs: Tensor, out_active: Tensor, emitted: Tensor,
-                              position: Tensor, fed_position: Tensor, vocab: int) -> None:
-    """h [B, C] (final LayerNorm output) @ unembed[:vocab]^T, sampled; two launches. Sampling
-    maximises z / T - log(noise), the log of torch's probs / noise (same order, so the same token up
-    to float rounding of near-ties). Logits are rounded to h's dtype first, as autocast's are."""
-    B, C = h.shape
-    block_m = min(64, max(16, triton.next_power_of_2(B)))
-    chunks = triton.cdiv(vocab, UNEMBED_BLOCK_V)
-    partial = torch.empty(5, B, chunks, dtype=torch.float32, device=h.device)
-    _unembed_sample_partial[(chunks, triton.cdiv(B, block_m))](
-        h, unembed, noise, noise.stride(0), partial, B, vocab, C, temperature, chunks, GREEDY=greedy,
-        IEEE=h.dtype == torch.float32, BLOCK_M=block_m, BLOCK_V=UNEMBED_BLOCK_V, BLOCK_K=LINEAR_BLOCK_K,
-        num_warps=LINEAR_WARPS, **_pdl(h))
-    _sample_finish[(B,)](partial, chunks, finished, caps, stops, step, pad_id, out_tokens, out_logprobs, out_active,
-                         out_tokens.stride(0), emitted, position, fed_position, N_STOPS=n_stops,
-                         CHUNKS=triton.next_power_of_2(chunks), **_pdl(h))
+def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy: bool, finished: Tensor,
+                      caps: Tensor, stops: Tensor, n_stops: int, step: Tensor, pad_id: int, out_tokens: Tensor,
+                      out_logprobs: Tensor, out_active: Tensor, emitted: Tensor, position: Tensor,
+                      fed_position: Tensor, vocab: int) -> None:
+    """Two launches: (rows x vocabulary chunks) partial log-sum-exp and argmax, then per row the
+    combination and the bookkeeping. Sampling maximises z / T - log(noise), the log of torch's
+    probs / noise (same order, so the same token up to float rounding of near-ties)."""
+    B = logits.shape[0]
+    chunks = triton.cdiv(vocab, SAMPLE_CHUNK)
+    partial = torch.empty(4, B, chunks, dtype=torch.float32, device=logits.device)
+    _sample_partial[(B, chunks)](logits, logits.stride(0), noise, noise.stride(0), vocab, temperature, partial,
+                                 chunks, GREEDY=greedy, CHUNK=SAMPLE_CHUNK, num_warps=8)
+    _sample_finish[(B,)](partial, chunks, logits, logits.stride(0), temperature, finished, caps, stops, step,
+                         pad_id, out_tokens, out_logprobs, out_active, out_tokens.stride(0), emitted, position,
+                         fed_position, GREEDY=greedy, N_STOPS=n_stops, CHUNKS=triton.next_power_of_2(chunks))
 
 
 if triton is not None:
@@ -302,65 +297,33 @@ if triton is not None:
         return k, v, left
 
     @triton.jit
-    def _unembed_sample_partial(h_ptr, w_ptr, noise_ptr, noise_stride, partial_ptr, B, vocab, K, temperature, chunks,
-                                GREEDY: tl.constexpr, IEEE: tl.constexpr, BLOCK_M: tl.constexpr,
-                                BLOCK_V: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
-                                TRIGGER: tl.constexpr):
-        """partial[:, row, chunk] = (max z, sum exp(z - max), best key, its column, z there) over one
-        vocabulary block, z = (h @ W^T)[row, block] (/ T when sampling)."""
-        chunk = tl.program_id(0)
-        rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-        cols = chunk * BLOCK_V + tl.arange(0, BLOCK_V)
-        w_rows = w_ptr + cols[:, None] * K
-        ks = tl.arange(0, BLOCK_K)
-        w_next = tl.load(w_rows + ks[None, :], mask=(cols[:, None] < vocab) & (ks[None, :] < K), other=0.0)
-        if PDL:
-            gdc_wait()
-            if TRIGGER:
-                gdc_launch_dependents()
-        acc = tl.zeros((BLOCK_M, BLOCK_V), dtype=tl.float32)
-        for start in range(0, K, BLOCK_K):
-            ks = start + tl.arange(0, BLOCK_K)
-            w = w_next
-            a = tl.load(h_ptr + rows[:, None] * K + ks[None, :], mask=(rows[:, None] < B) & (ks[None, :] < K),
-                        other=0.0)
-            w_next = tl.load(w_rows + BLOCK_K + ks[None, :], mask=(cols[:, None] < vocab) & (ks[None, :] + BLOCK_K < K),
-                             other=0.0)
-            if IEEE:
-                acc = tl.dot(a, tl.trans(w), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, tl.trans(w), acc)
-        z = acc.to(h_ptr.dtype.element_ty).to(tl.float32)
-        valid = (rows[:, None] < B) & (cols[None, :] < vocab)
+    def _sample_partial(logits_ptr, logits_stride, noise_ptr, noise_stride, vocab, temperature, partial_ptr, chunks,
+                        GREEDY: tl.constexpr, CHUNK: tl.constexpr):
+        """partial[:, row, chunk] = (max z, sum exp(z - max), best key, its column) over one chunk."""
+        row = tl.program_id(0).to(tl.int64)
+        chunk = tl.program_id(1)
+        cols = chunk * CHUNK + tl.arange(0, CHUNK)
+        valid = cols < vocab
+        z = tl.load(logits_ptr + row * logits_stride + cols, mask=valid, other=-float("inf")).to(tl.float32)
         if GREEDY:
             key = z
         else:
             z = z / temperature
-            noise = tl.load(noise_ptr + rows[:, None] * noise_stride + cols[None, :], mask=valid, other=1.0)
-            key = z - tl.log(noise)
-        live = rows < B
-        outside = tl.where(live, -float("inf"), 0.0)[:, None]  # rows past B stay finite (and unstored)
-        z = tl.where(valid, z, outside)
-        key = tl.where(valid, key, outside)
-        z_max = tl.max(z, 1)
-        best = tl.argmax(key, 1)
-        z_best = tl.sum(tl.where(tl.arange(0, BLOCK_V)[None, :] == best[:, None], z, 0.0), 1)
-        out = partial_ptr + rows * chunks + chunk
-        stride = B * chunks
-        tl.store(out, z_max, mask=live)
-        tl.store(out + stride, tl.sum(tl.exp(z - z_max[:, None]), 1), mask=live)
-        tl.store(out + 2 * stride, tl.max(key, 1), mask=live)
-        tl.store(out + 3 * stride, (best + chunk * BLOCK_V).to(tl.float32), mask=live)
-        tl.store(out + 4 * stride, z_best, mask=live)
+            noise = tl.load(noise_ptr + row * noise_stride + cols, mask=valid, other=1.0)
+            key = tl.where(valid, z - tl.log(noise), -float("inf"))
+        z_max = tl.max(z, 0)
+        out = partial_ptr + row * chunks + chunk
+        stride = tl.num_programs(0) * chunks
+        tl.store(out, z_max)
+        tl.store(out + stride, tl.sum(tl.exp(z - z_max), 0))
+        tl.store(out + 2 * stride, tl.max(key, 0))
+        tl.store(out + 3 * stride, (tl.argmax(key, 0) + chunk * CHUNK).to(tl.float32))
 
     @triton.jit
-    def _sample_finish(partial_ptr, chunks, finished_ptr, caps_ptr, stops_ptr, step_ptr, pad_id, out_tokens_ptr,
-                       out_logprobs_ptr, out_active_ptr, out_stride, emitted_ptr, position_ptr, fed_position_ptr,
-                       N_STOPS: tl.constexpr, CHUNKS: tl.constexpr, PDL: tl.constexpr, TRIGGER: tl.constexpr):
-        if PDL:
-            gdc_wait()
-            if TRIGGER:
-                gdc_launch_dependents()
+    def _sample_finish(partial_ptr, chunks, logits_ptr, logits_stride, temperature, finished_ptr, caps_ptr,
+                       stops_ptr, step_ptr, pad_id, out_tokens_ptr, out_logprobs_ptr, out_active_ptr, out_stride,
+                       emitted_ptr, position_ptr, fed_position_ptr,
+                       GREEDY: tl.constexpr, N_STOPS: tl.constexpr, CHUNKS: tl.constexpr):
         row = tl.program_id(0).to(tl.int64)
         index = tl.arange(0, CHUNKS)
         valid = index < chunks
@@ -370,12 +333,13 @@ if triton is not None:
         sums = tl.load(base + stride, mask=valid, other=0.0)
         keys = tl.load(base + 2 * stride, mask=valid, other=-float("inf"))
         columns = tl.load(base + 3 * stride, mask=valid, other=0.0)
-        z_bests = tl.load(base + 4 * stride, mask=valid, other=0.0)
         z_max = tl.max(maxima, 0)
         lse = z_max + tl.log(tl.sum(sums * tl.exp(maxima - z_max), 0))
         best = tl.argmax(keys, 0)  # first chunk holding the largest key: torch's first-index tie-break
         token = tl.sum(tl.where(index == best, columns, 0.0), 0).to(tl.int64)
-        z_token = tl.sum(tl.where(index == best, z_bests, 0.0), 0)
+        z_token = tl.load(logits_ptr + row * logits_stride + token).to(tl.float32)
+        if not GREEDY:
+            z_token = z_token / temperature
         step = tl.load(step_ptr)
         active = tl.load(finished_ptr + row) == 0
         emitted = tl.where(active, token, pad_id)

@@ -2,8 +2,8 @@
 
 `StaticDecoder(model).generate(...)` has the contract of `sampling.generate` (same arguments bar the
 model, same `Generation`) and its algorithm, token for token: a prefill of the left-padded prompts,
-then per step: project the last hidden state to logits, sample, record the token (pad once a row is
-finished), run the model on it. How the work reaches the GPU differs:
+then per step: sample from the current logits, record the token (pad once a row is finished), run
+the model on it. How the work reaches the GPU differs:
 
 - Buffers owned by the decoder and reused across calls: a prompt KV cache per distinct prompt
   [n_layer, 2, U, H, P, D] (the G completions of a GRPO group share one; the prefill runs once per
@@ -78,10 +78,10 @@ class DecodeBuffers:
     completion_kv: Tensor  # [n_layer, 2, B, H, N_cap, D] keys, values of each row's completion
     leader: Tensor         # [B] long: the prompt (row of prompt_kv) of each row
     prompt_width: Tensor   # [1] long: P_cap (the prompt cache's width)
-    logits: Tensor         # [B, V_pad] next-token logits (compute dtype; the unfused sampling path)
+    logits: Tensor         # [B, V_pad] next-token logits (compute dtype)
     noise: Tensor          # [B, V] float32 Exponential(1) draws
     x: Tensor              # [B, C] float32 residual stream
-    h: Tensor              # [B, C] LayerNorm output (compute dtype); the final one between steps
+    h: Tensor              # [B, C] LayerNorm output (compute dtype)
     y: Tensor              # [B, C] attention output (compute dtype)
     hidden: Tensor         # [B, 4C] MLP inner activations (compute dtype; kernels path)
     qkv_partials: Tensor   # [S, B, 3C] float32 split-K partial sums of c_attn (kernels path)
@@ -322,7 +322,7 @@ class StaticDecoder:
             self._prefill_forward()
 
     def _prefill_forward(self) -> None:
-        """The prompts through the model (graph-safe): their KV caches, each row's last hidden state,
+        """The prompts through the model (graph-safe): their KV caches, each row's first logits,
         where its prompt starts in the cache and the position of its first new token."""
         b = self.buffers
         U, P = b.prefill_ids.shape
@@ -334,7 +334,7 @@ class StaticDecoder:
             x = self._prefill_layer(layer, x, mask, U, P)
         hidden = self._layer_norm(x[:, -1], "ln_f")
         lengths = real.sum(-1).index_select(0, b.leader)
-        b.h.copy_(hidden.index_select(0, b.leader))
+        b.logits.copy_(F.linear(hidden, self.weights.unembed).index_select(0, b.leader))
         b.row_start.copy_(P - lengths)
         b.position.copy_(lengths)
 
@@ -368,12 +368,11 @@ class StaticDecoder:
         if self.use_kernels and spec.fused:
             if not spec.greedy:
                 b.noise.exponential_(1, generator=generator)
-            kernels.unembed_sample_and_record(
-                b.h, self.weights.unembed, b.noise, spec.temperature, spec.greedy, b.finished, b.caps, b.stops,
-                spec.n_stops, b.step, spec.pad_id, b.out_tokens, b.out_logprobs, b.out_active, b.emitted,
+            kernels.sample_and_record(
+                b.logits, b.noise if not spec.greedy else b.logits, spec.temperature, spec.greedy, b.finished, b.caps,
+                b.stops, spec.n_stops, b.step, spec.pad_id, b.out_tokens, b.out_logprobs, b.out_active, b.emitted,
                 b.position, b.fed_position, self.model.config.vocab_size)
         else:
-            torch.mm(b.h, self.weights.unembed.t(), out=b.logits)
             self._record(*sample_tokens(b.logits[:, :self.model.config.vocab_size], spec, generator), spec)
         if self.use_kernels:
             self._forward_kernels()
@@ -416,6 +415,7 @@ class StaticDecoder:
             after = f"h.{layer + 1}.ln_1" if layer + 1 < config.n_layer else "ln_f"
             kernels.add_layernorm(b.x, mlp_proj, w[p + "mlp.c_proj.bias"], w[after + ".weight"],
                                   w[after + ".bias"], b.h, eps)
+        torch.mm(b.h, w.unembed.t(), out=b.logits)
 
     def _forward_torch(self, exact: tuple[int, int] | None) -> None:
         """The same forward in plain PyTorch ops (CPU, and CUDA without Triton)."""
@@ -425,7 +425,7 @@ class StaticDecoder:
             p = f"h.{layer}."
             qkv = self._linear(self._layer_norm(x, p + "ln_1"), p + "attn.c_attn")
             x = self._mlp(layer, x + self._linear(self._attend_torch(qkv, layer, exact), p + "attn.c_proj"))
-        b.h.copy_(self._layer_norm(x, "ln_f"))
+        b.logits.copy_(F.linear(self._layer_norm(x, "ln_f"), w.unembed))
 
     def _attend_torch(self, qkv: Tensor, layer: int, exact: tuple[int, int] | None) -> Tensor:
         """Attention of the new tokens over [prompt, completion so far, themselves] with SDPA."""
