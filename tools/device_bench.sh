@@ -33,7 +33,7 @@ bench() {  # bench NAME TIMEOUT OVERRIDES...
     local name=$1 limit=$2; shift 2
     echo "=== $name: $*"
     timeout "$limit" python3 -m rookworld.bench bench.random_weights=true bench.output="$OUT/$name.json" \
-        hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 | tee "/tmp/$name.log" | grep -v "^step " | tail -60
+        hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 | tee "$OUT/$name.log" | grep -v "^step " | tail -60
 }
 for mode in ${1//,/ }; do
     case $mode in

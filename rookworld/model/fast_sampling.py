@@ -356,7 +356,8 @@ class StaticDecoder:
             else:
                 self._step(spec, generator, exact=(self.buffers.prefill_ids.shape[1], step))
             done = step + 1
-            if done < n_max and done % self.check_every == 0 and bool(self.buffers.finished.all()):
+            # Without stop ids every row runs to its cap: nothing to check (each check is a host sync).
+            if spec.n_stops and done < n_max and done % self.check_every == 0 and bool(self.buffers.finished.all()):
                 return done
         return n_max
 
