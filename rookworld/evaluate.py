@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import torch
+
 from rookworld.rewards import CRITERIA, score_completion
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems
 from rookworld.tasks import PolicyTruth, Problem
@@ -83,13 +85,17 @@ def task_scores(metrics: dict[str, float]) -> dict[str, float]:
 
 
 def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
-             batch_size: int, num_samples_logged: int) -> EvalResult:
-    """Greedy completions for every held-out problem, scored field by field."""
+             batch_size: int, num_samples_logged: int, decoder=None,
+             generator: torch.Generator | None = None) -> EvalResult:
+    """Greedy completions for every held-out problem, scored field by field. `decoder`: the trainer's
+    StaticDecoder on CUDA (with its generator, which keeps its captured graphs valid; greedy decoding
+    draws nothing from it)."""
     rows: dict[str, list[dict[str, float]]] = {"P": [], "A": []}
     samples = []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
-        rollout: Rollout = generate_for_problems(policy, tokenizer, chunk, max_new_tokens, greedy=True)
+        rollout: Rollout = generate_for_problems(policy, tokenizer, chunk, max_new_tokens, greedy=True,
+                                                 generator=generator, decoder=decoder)
         for problem, completion in zip(chunk, decode_completions(tokenizer, rollout)):
             scored = score_heldout(problem, completion)
             rows[problem.task].append(scored)

@@ -344,8 +344,8 @@ class Trainer:
     def _evaluate(self, step: int) -> EvalResult:
         e = self.cfg.eval
         with torch.no_grad(), self._autocast():
-            result = evaluate(self.policy, self.tokenizer, self.heldout, self.reward_fn,
-                              self.max_new_tokens, e.batch_size, e.num_samples_logged)
+            result = evaluate(self.policy, self.tokenizer, self.heldout, self.reward_fn, self.max_new_tokens,
+                              e.batch_size, e.num_samples_logged, decoder=self.decoder, generator=self.generator)
         self.tracker.log_metrics(result.metrics, step=step)
         self.tracker.log_samples(result.samples, step=step)
         self.last_eval, self.last_eval_step = result, step

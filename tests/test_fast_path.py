@@ -200,3 +200,21 @@ def test_fused_logprobs_match_the_chunked_path(tiny_model):
     assert (logp_a - logp_b).abs().max() < 1e-5 and (entropy_a - entropy_b).abs().max() < 1e-5
     for a, b in zip(grads_a, grads_b):
         assert (a - b).norm() <= 1e-5 * a.norm() + 1e-7
+
+
+def test_evaluation_through_the_decoder_scores_like_the_plain_sampler():
+    """The trainer evaluates with its decoder on CUDA; on the same model the scores must not move."""
+    from rookworld.config import ASSETS_DIR
+    from rookworld.data.positions import load_arbiter_problems, load_policy_problems
+    from rookworld.evaluate import evaluate
+    from rookworld.model.hub import load_model
+    from rookworld.rewards import GraduatedReward
+
+    model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
+    problems = load_policy_problems("heldout")[:6] + load_arbiter_problems("heldout")[:6]
+    caps = {"P": 112, "A": 64}
+    plain = evaluate(model, tokenizer, problems, GraduatedReward(), caps, 8, 0)
+    fast = evaluate(model, tokenizer, problems, GraduatedReward(), caps, 8, 0,
+                    decoder=StaticDecoder(model), generator=torch.Generator().manual_seed(0))
+    assert fast.metrics == plain.metrics
+    assert plain.metrics["eval/A/format"] > 0.5  # real completions, not empty ones
