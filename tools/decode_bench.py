@@ -1,6 +1,6 @@
 """Generation-only benchmark of the decode fast path over kernel layouts (device tool; issue 7).
 
-    python3 tools/decode_bench.py [--profile] [--baseline DIR] layout ...
+    python3 tools/decode_bench.py [--profile] [--phases] [--trainer-steps N] [--baseline DIR] layout ...
 
 A layout is NAME=VALUE[,NAME=VALUE] over rookworld.model.decode_kernels constants, e.g.
 `ATTENTION_WARPS=4,LINEAR_BLOCK_N=64`; `default` is the module as it is. Each layout gets a fresh
@@ -8,22 +8,22 @@ StaticDecoder on the benchmark's shapes (conf/bench.yaml: random GPT-2 124M, 8 p
 completions of mixed P:/A: prompts, 144 tokens, stops ignored) and is timed over repeated
 generations (wall clock around a synchronised call, median of --repeats after --warmup).
 `--baseline DIR` also times the decoder modules found in DIR (a copy of an earlier
-fast_sampling.py + decode_kernels.py) the same way, in the same process.
+fast_sampling.py + decode_kernels.py) the same way, in the same process. `--phases` splits one
+call into prefill / decode loop / collect; `--trainer-steps N` times the generation phase of real
+GRPO steps next to direct calls of the same decoder (what the trainer adds around generation).
+Needs CUDA (and Triton); docs/perf-notes.md has what each sweep found.
 """
 from __future__ import annotations
 
 import argparse
-import gc
-import os
 import importlib.util
 import statistics
 import sys
 import time
+from pathlib import Path
 
 import torch
 from hydra import compose, initialize_config_dir
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -81,9 +81,6 @@ def trainer_generation(cfg, policy, tokenizer, request: dict, steps: int) -> lis
     from rookworld.bench import build_trainer
 
     trainer = build_trainer(cfg, policy, tokenizer, "fast")
-    if os.environ.get("GC_FREEZE") == "1":
-        gc.collect()
-        gc.freeze()
     phase, direct, fresh, again, host = [], [], [], [], []
     for step in range(steps + 3):
         metrics, _ = trainer.train_step(step)
@@ -132,7 +129,7 @@ def main() -> None:
     parser.add_argument("--trainer-steps", type=int, default=0,
                         help="also: GRPO steps of a bench trainer, each followed by a direct generate() call")
     args = parser.parse_args()
-    with initialize_config_dir(str(ROOT / "conf"), version_base=None):
+    with initialize_config_dir(config_dir=str(ROOT / "conf")):
         cfg = compose("bench", overrides=["bench.random_weights=true"])
     device = torch.device("cuda")
     policy, tokenizer, description = load_bench_model(cfg, device)
