@@ -204,9 +204,10 @@ class StaticDecoder:
 
     def release_graphs(self) -> None:
         """Drop every captured graph (and with them their memory pool)."""
-        if self.graphs and self.device.type == "cuda":
+        graphs = [*self.graphs.values(), *([self.prefill_graph] if self.prefill_graph else [])]
+        if graphs and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        for graph in [*self.graphs.values(), *([self.prefill_graph] if self.prefill_graph else [])]:
+        for graph in graphs:
             graph.reset()
         self.graphs.clear()
         self.prefill_graph = None
