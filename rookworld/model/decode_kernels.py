@@ -126,14 +126,14 @@ def add_layernorm(x: Tensor, partials: Tensor, y_bias: Tensor, weight: Tensor, b
 
 
 def decode_attention(qkv_partials: Tensor, qkv_bias: Tensor, prompt_kv: Tensor, row_start: Tensor, leader: Tensor,
-                     prompt_width: Tensor, completion_kv: Tensor, step: Tensor, out: Tensor) -> None:
+                     completion_kv: Tensor, step: Tensor, out: Tensor) -> None:
     """qkv_partials [S, B, 3C] float32 and qkv_bias [3C]: the new tokens' q|k|v; prompt_kv
     [2, U, H, P_cap, D]; row_start [B] (first real column of the row's prompt); leader [B];
-    prompt_width, step [1]; completion_kv [2, B, H, N_cap, D]; out [B, C]."""
+    step [1]; completion_kv [2, B, H, N_cap, D]; out [B, C]."""
     B, C = out.shape
     _, _, H, N_cap, D = completion_kv.shape
     _decode_attention[(B, H)](
-        qkv_partials, qkv_bias, prompt_kv, row_start, leader, prompt_width, completion_kv, step, out,
+        qkv_partials, qkv_bias, prompt_kv, row_start, leader, completion_kv, step, out,
         B, prompt_kv.shape[3], N_cap, prompt_kv.stride(0), completion_kv.stride(0), D ** -0.5 * LOG2E,
         H=H, D=D, QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK, num_warps=ATTENTION_WARPS, **_pdl(out))
 
@@ -233,8 +233,8 @@ if triton is not None:
         return value
 
     @triton.jit
-    def _decode_attention(qkv_ptr, qkv_bias_ptr, prompt_kv_ptr, row_start_ptr, leader_ptr, prompt_width_ptr,
-                          comp_kv_ptr, step_ptr, out_ptr, B, P_cap, N_cap, prompt_kv_stride, comp_kv_stride, scale,
+    def _decode_attention(qkv_ptr, qkv_bias_ptr, prompt_kv_ptr, row_start_ptr, leader_ptr, comp_kv_ptr, step_ptr,
+                          out_ptr, B, P_cap, N_cap, prompt_kv_stride, comp_kv_stride, scale,
                           H: tl.constexpr, D: tl.constexpr, QKV_SPLITS: tl.constexpr, BLOCK: tl.constexpr,
                           PDL: tl.constexpr, TRIGGER: tl.constexpr):
         """Program (row, head). Keys: the prompt's real tokens, then the row's completion so far, in
@@ -255,9 +255,9 @@ if triton is not None:
         k_new = k_new.to(comp_kv_ptr.dtype.element_ty)  # the cache's precision, as later steps will see it
         v_new = v_new.to(comp_kv_ptr.dtype.element_ty)
         step = tl.load(step_ptr)
-        n_prompt = tl.load(prompt_width_ptr) - tl.load(row_start_ptr + row)
-        prompt = prompt_kv_ptr + ((tl.load(leader_ptr + row) * H + head) * P_cap
-                                  + tl.load(row_start_ptr + row)) * D
+        start = tl.load(row_start_ptr + row)
+        n_prompt = P_cap - start  # prompts are right-aligned in the cache
+        prompt = prompt_kv_ptr + ((tl.load(leader_ptr + row) * H + head) * P_cap + start) * D
         own = comp_kv_ptr + (row * H + head) * N_cap * D  # keys; values are comp_kv_stride further
         tl.store(own + step * D + dims, k_new)
         tl.store(own + comp_kv_stride + step * D + dims, v_new)

@@ -44,11 +44,11 @@ from torch import Tensor
 from torch.nn.attention import sdpa_kernel
 
 from rookworld.model import decode_kernels as kernels
+from rookworld.model.fused_logprobs import VOCAB_ALIGN
 from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_mask_4d
 from rookworld.model.sampling import Generation, check_request, generate, keep_top_k, keep_top_p, left_pad
 
 MAX_STOPS = 8
-VOCAB_ALIGN = 64
 _side_streams: dict[torch.device, torch.cuda.Stream] = {}  # one per device: cuBLAS keeps a workspace per stream
 
 
@@ -77,7 +77,6 @@ class DecodeBuffers:
     row_start: Tensor      # [B] long: column of the first real token of each row's prompt (left padding before)
     completion_kv: Tensor  # [n_layer, 2, B, H, N_cap, D] keys, values of each row's completion
     leader: Tensor         # [B] long: the prompt (row of prompt_kv) of each row
-    prompt_width: Tensor   # [1] long: P_cap (the prompt cache's width)
     logits: Tensor         # [B, V_pad] next-token logits (compute dtype)
     noise: Tensor          # [B, V] float32 Exponential(1) draws
     x: Tensor              # [B, C] float32 residual stream
@@ -244,7 +243,7 @@ class StaticDecoder:
             prompt_kv=torch.zeros(config.n_layer, 2, distinct, H, width, D, **computes),
             row_start=torch.zeros(rows, **longs),
             completion_kv=torch.zeros(config.n_layer, 2, rows, H, new_tokens, D, **computes),
-            leader=torch.zeros(rows, **longs), prompt_width=torch.full((1,), width, **longs),
+            leader=torch.zeros(rows, **longs),
             logits=torch.zeros(rows, self.weights.unembed.shape[0], dtype=dtype, device=device),
             noise=torch.ones(rows, config.vocab_size, **floats),
             x=torch.zeros(rows, C, **floats), h=torch.zeros(rows, C, **computes), y=torch.zeros(rows, C, **computes),
@@ -355,7 +354,7 @@ class StaticDecoder:
             if self.use_graphs:
                 self.graphs[spec].replay()
             else:
-                self._step(spec, generator, exact=(self.buffers.prefill_ids.shape[1], step))
+                self._step(spec, generator, eager_step=step)
             done = step + 1
             # Without stop ids every row runs to its cap: nothing to check (each check is a host sync).
             if spec.n_stops and done < n_max and done % self.check_every == 0 and bool(self.buffers.finished.all()):
@@ -363,9 +362,9 @@ class StaticDecoder:
         return n_max
 
     def _step(self, spec: SamplingSpec, generator: torch.Generator | None,
-              exact: tuple[int, int] | None = None) -> None:
+              eager_step: int | None = None) -> None:
         """Sample a token per row, record it, run the model on it. Graph-safe (no host reads) unless
-        `exact` = (prompt width, step) is given: then attention covers exactly those keys (eager)."""
+        `eager_step` (the step number) is given: then attention covers exactly the keys so far (eager)."""
         b = self.buffers
         if self.use_kernels and spec.fused:
             if not spec.greedy:
@@ -379,7 +378,7 @@ class StaticDecoder:
         if self.use_kernels:
             self._forward_kernels()
         else:
-            self._forward_torch(exact)
+            self._forward_torch(eager_step)
         b.step += 1
 
     def _record(self, token: Tensor, logprob: Tensor, spec: SamplingSpec) -> None:
@@ -408,7 +407,7 @@ class StaticDecoder:
             p = f"h.{layer}."
             kernels.linear_partials(b.h, w[p + "attn.c_attn.weight"], b.qkv_partials)
             kernels.decode_attention(b.qkv_partials, w[p + "attn.c_attn.bias"], b.prompt_kv[layer], b.row_start,
-                                     b.leader, b.prompt_width, b.completion_kv[layer], b.step, b.y)
+                                     b.leader, b.completion_kv[layer], b.step, b.y)
             kernels.linear_partials(b.y, w[p + "attn.c_proj.weight"], attn_proj)
             kernels.add_layernorm(b.x, attn_proj, w[p + "attn.c_proj.bias"], w[p + "ln_2.weight"],
                                   w[p + "ln_2.bias"], b.h, eps)
@@ -419,33 +418,32 @@ class StaticDecoder:
                                   w[after + ".bias"], b.h, eps)
         torch.mm(b.h, w.unembed.t(), out=b.logits)
 
-    def _forward_torch(self, exact: tuple[int, int] | None) -> None:
+    def _forward_torch(self, eager_step: int | None) -> None:
         """The same forward in plain PyTorch ops (CPU, and CUDA without Triton)."""
         b, w, config = self.buffers, self.weights, self.model.config
         x = F.embedding(b.emitted, w["wte.weight"]) + F.embedding(b.fed_position, w["wpe.weight"])
         for layer in range(config.n_layer):
             p = f"h.{layer}."
             qkv = self._linear(self._layer_norm(x, p + "ln_1"), p + "attn.c_attn")
-            x = self._mlp(layer, x + self._linear(self._attend_torch(qkv, layer, exact), p + "attn.c_proj"))
+            x = self._mlp(layer, x + self._linear(self._attend_torch(qkv, layer, eager_step), p + "attn.c_proj"))
         b.logits.copy_(F.linear(self._layer_norm(x, "ln_f"), w.unembed))
 
-    def _attend_torch(self, qkv: Tensor, layer: int, exact: tuple[int, int] | None) -> Tensor:
+    def _attend_torch(self, qkv: Tensor, layer: int, eager_step: int | None) -> Tensor:
         """Attention of the new tokens over [prompt, completion so far, themselves] with SDPA."""
         b, config = self.buffers, self.model.config
         B, C, H, D = qkv.shape[0], config.n_embd, config.n_head, config.head_dim
         q, k_new, v_new = (t.view(B, H, 1, D) for t in qkv.split(C, dim=1))
         completion = b.completion_kv[layer]  # [2, B, H, N_cap, D]
         completion.index_copy_(3, b.step, torch.stack([k_new, v_new]))
-        if exact is None:  # graph: whole buffers, masked by the step on the device
-            width, length = b.prompt_kv.shape[4], completion.shape[3]
+        if eager_step is None:  # graph: the whole buffer, masked by the step on the device
+            length = completion.shape[3]
             seen = torch.arange(length, device=qkv.device) <= b.step
         else:
-            width, length = exact[0], exact[1] + 1
+            length = eager_step + 1
             seen = torch.ones(length, dtype=torch.bool, device=qkv.device)
-        columns = torch.arange(width, device=qkv.device)
-        real = (columns >= b.row_start[:, None]) & (columns < b.prompt_width)
+        real = torch.arange(b.prompt_kv.shape[4], device=qkv.device) >= b.row_start[:, None]
         visible = torch.cat([real, seen.expand(B, length)], dim=1)
-        prompt = b.prompt_kv[layer].index_select(1, b.leader)[..., :width, :]
+        prompt = b.prompt_kv[layer].index_select(1, b.leader)
         keys, values = torch.cat([prompt, completion[..., :length, :]], dim=3)
         y = F.scaled_dot_product_attention(q, keys, values, attn_mask=visible[:, None, None, :])
         return y.reshape(B, C)

@@ -38,7 +38,6 @@ TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
 HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "vocab.json", "merges.txt"]
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-TINY_DEFAULTS = {"seed": 0, "n_layer": 2, "n_head": 2, "n_embd": 64, "n_positions": 512}
 
 
 class ModelLoadError(RuntimeError):
