@@ -37,14 +37,13 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.bench_checks import self_check
-from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate
-from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
+from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_bench
 from rookworld.model.fast_sampling import PlainDecoder
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.hub import ModelLoadError
 from rookworld.model.tokenizer import ChessTokenizer
 from rookworld.tracking import NullTracker
-from rookworld.train import load_policy, make_reference
+from rookworld.train import load_policy, make_reference, make_sampler
 from rookworld.trainer import Trainer
 
 PHASES = ("generation", "scoring", "logprobs", "update")
@@ -79,16 +78,11 @@ def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
     return model.eval()
 
 
-def problem_sampler(cfg: DictConfig) -> ProblemSampler:
-    return ProblemSampler(load_policy_problems("train", cfg.data), load_arbiter_problems("train", cfg.data),
-                          weights=dict(cfg.task_mix), seed=cfg.seed)
-
-
 def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
     """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`."""
     device = policy.wte.weight.device
     trainer = Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
-                      reward_fn=build(cfg.reward), sampler=problem_sampler(cfg), heldout=[], tracker=NullTracker())
+                      reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker())
     full = bool(cfg.bench.full_length)
     if decoder == "plain" or trainer.decoder is None:
         trainer.decoder = PlainDecoder(policy, ignore_stops=full)
@@ -177,15 +171,12 @@ def profile_step(trainer: Trainer, step: int) -> dict:
     """Kernel tables (torch.profiler) of one whole train_step and of one generation call."""
     from torch.profiler import ProfilerActivity, profile
 
-    from rookworld.rollout import generate_for_problems
-
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if trainer.device.type == "cuda" else [])
     with profile(activities=activities) as step_profile:
         trainer.train_step(step)
-    rows = [p for p in trainer.sampler.sample(trainer.cfg.prompts_per_step) for _ in range(trainer.cfg.grpo.group_size)]
-    with profile(activities=activities) as generation_profile, torch.no_grad(), trainer._autocast():
-        generate_for_problems(trainer.policy, trainer.tokenizer, rows, trainer.max_new_tokens,
-                              generator=trainer.generator, decoder=trainer.decoder)
+    rows = trainer.sample_rows()
+    with profile(activities=activities) as generation_profile:
+        trainer.generate(rows)
     return {"train_step": kernel_table(step_profile), "generation": kernel_table(generation_profile)}
 
 
@@ -246,7 +237,7 @@ def write_results(results: dict, output: str | None) -> list[Path]:
 
 # ---------------------------------------------------------------- main
 def run(cfg: DictConfig) -> dict:
-    validate(cfg)
+    validate_bench(cfg)
     b = cfg.bench
     device = resolve_device(cfg.device)
     policy, tokenizer, description = load_bench_model(cfg, device)

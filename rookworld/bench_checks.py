@@ -29,7 +29,7 @@ SEED = 1234
 
 def self_check(trainer) -> dict:
     cfg, policy, tokenizer = trainer.cfg, trainer.policy, trainer.tokenizer
-    rows = [p for p in trainer.sampler.sample(cfg.prompts_per_step) for _ in range(cfg.grpo.group_size)]
+    rows = trainer.sample_rows()
     request = dict(prompts=[prompt_ids(tokenizer, p) for p in rows],
                    max_new_tokens=[min(CHECK_TOKENS, int(cfg.sampling.max_new_tokens[p.task])) for p in rows],
                    stop_ids=(tokenizer.eos_id, tokenizer.newline_id), pad_id=tokenizer.pad_id)

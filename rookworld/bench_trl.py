@@ -17,7 +17,7 @@ import time
 import torch
 from omegaconf import DictConfig
 
-from rookworld.config import build
+from rookworld.config import build, resolve_device
 
 GIB = 2 ** 30
 
@@ -25,9 +25,9 @@ GIB = 2 ** 30
 def run_trl(cfg: DictConfig, results: dict) -> dict:
     if importlib.util.find_spec("trl") is None:
         return {"status": "not run: trl is not installed"}
-    from rookworld.bench import problem_sampler  # imported late: bench imports this module lazily too
+    from rookworld.train import make_sampler
     try:
-        return time_trl(cfg, problem_sampler(cfg), results)
+        return time_trl(cfg, make_sampler(cfg), results)
     except Exception as error:  # TRL's API moves quickly; a failure is reported next to our numbers
         return {"status": f"failed: {type(error).__name__}: {error}"}
 
@@ -35,7 +35,7 @@ def run_trl(cfg: DictConfig, results: dict) -> dict:
 def time_trl(cfg: DictConfig, sampler, results: dict) -> dict:
     import trl
 
-    b, device = cfg.bench, torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    b, device = cfg.bench, resolve_device(cfg.device)
     steps = int(b.warmup) + int(b.trl_steps)
     problems = sampler.sample(cfg.prompts_per_step * steps)
     timer = step_timer(device)

@@ -12,10 +12,14 @@ from omegaconf import DictConfig, OmegaConf
 from rookworld.grpo.advantages import SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS
 from rookworld.grpo.loss import LOSS_TYPES
+from rookworld.tracking import BACKENDS as TRACKING_BACKENDS
 
 KL_KINDS = ("none", "fixed", "adaptive")
 DTYPES = ("auto", "float32", "bfloat16")
-TRACKING_BACKENDS = ("mlflow", "none")
+OPTIMIZERS = ("adamw", "sgd")
+DATA_KINDS = ("bundled", "rookworld7m")
+HELDOUT_SOURCES = ("bundled", "hub")
+SAVE_DTYPES = ("float32", "bfloat16")
 PROJECT_TARGETS = "rookworld.*"
 ASSETS_DIR = Path(__file__).parent / "assets"
 
@@ -47,6 +51,8 @@ def validate(cfg: DictConfig) -> None:
              "must be an integer >= 2 (advantages compare completions within a group)")
     _one_of("grpo.scale_rewards", g.scale_rewards, SCALE_REWARDS)
     _one_of("grpo.loss_type", g.loss_type, LOSS_TYPES)
+    require(g.reward_norm.momentum is not None and 0 <= g.reward_norm.momentum < 1, "grpo.reward_norm.momentum",
+            g.reward_norm.momentum, "must be in [0, 1)")
     require(0 <= g.epsilon_low < 1, "grpo.epsilon_low", g.epsilon_low, "must be in [0, 1)")
     require(g.epsilon_high >= 0, "grpo.epsilon_high", g.epsilon_high, "must be >= 0")
     require(g.num_iterations >= 1, "grpo.num_iterations", g.num_iterations, "must be >= 1")
@@ -55,14 +61,14 @@ def validate(cfg: DictConfig) -> None:
              f"must be between 1 and prompts_per_step * group_size = {batch}")
     require(g.micro_batch_size >= 0, "grpo.micro_batch_size", g.micro_batch_size, "must be >= 0")
     require(g.max_grad_norm >= 0, "grpo.max_grad_norm", g.max_grad_norm, "must be >= 0 (0 = off)")
-    require(isinstance(o.lr, (int, float)) and o.lr > 0 and math.isfinite(o.lr), "optimizer.lr", o.lr,
-             "must be a positive finite number")
-    require(o.warmup_steps >= 0, "optimizer.warmup_steps", o.warmup_steps, "must be >= 0")
-    require(0 <= o.min_lr_ratio <= 1, "optimizer.min_lr_ratio", o.min_lr_ratio, "must be in [0, 1]")
+    _validate_optimizer(o)
     _one_of("kl.kind", k.kind, KL_KINDS)
     _one_of("kl.estimator", k.estimator, ESTIMATORS)
     require(k.coef >= 0, "kl.coef", k.coef, "must be >= 0")
+    require(k.sync_every >= 0, "kl.sync_every", k.sync_every, "must be >= 0 (0 = never)")
+    require(0 <= k.sync_alpha <= 1, "kl.sync_alpha", k.sync_alpha, "must be in [0, 1]")
     if k.kind == "adaptive":
+        require(k.coef > 0, "kl.coef", k.coef, "adaptive KL needs a starting coef > 0 (it scales multiplicatively)")
         require(k.target is not None and k.target > 0, "kl.target", k.target, "adaptive KL needs a target > 0")
         require(k.horizon is not None and k.horizon > 0, "kl.horizon", k.horizon, "adaptive KL needs a horizon > 0")
     require(k.max is None or k.max > 0, "kl.max", k.max, "must be > 0 or null (guard off)")
@@ -70,6 +76,7 @@ def validate(cfg: DictConfig) -> None:
     require(k.ref_device == "same" or _is_device(k.ref_device), "kl.ref_device", k.ref_device,
              "expected same, cpu or cuda:N")
     _validate_task_mix(cfg.task_mix)
+    _validate_data(cfg.data)
     require(s.temperature >= 0, "sampling.temperature", s.temperature, "must be >= 0 (0 = greedy)")
     require(s.top_k >= 0, "sampling.top_k", s.top_k, "must be >= 0 (0 = off)")
     require(0 < s.top_p <= 1, "sampling.top_p", s.top_p, "must be in (0, 1]")
@@ -77,18 +84,89 @@ def validate(cfg: DictConfig) -> None:
         require(cap >= 1, f"sampling.max_new_tokens.{task}", cap, "must be >= 1")
     require(cfg.steps >= 0, "steps", cfg.steps, "must be >= 0")
     require(cfg.prompts_per_step >= 1, "prompts_per_step", cfg.prompts_per_step, "must be >= 1")
+    require(cfg.log_every >= 1, "log_every", cfg.log_every, "must be >= 1")
+    require(cfg.time_limit_min is None or cfg.time_limit_min > 0, "time_limit_min", cfg.time_limit_min,
+            "must be > 0 or null (no limit)")
+    require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0 (0 = only at the start and the end)")
+    require(cfg.eval.batch_size >= 1, "eval.batch_size", cfg.eval.batch_size, "must be >= 1")
+    require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = off)")
     require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
              "expected auto, cpu, cuda or cuda:N")
     _one_of("model.dtype", cfg.model.dtype, DTYPES)
-    _one_of("tracking.backend", cfg.tracking.backend, TRACKING_BACKENDS)
+    _validate_tracking(cfg.tracking)
     require(cfg.guards.max_nonfinite_steps >= 1, "guards.max_nonfinite_steps",
              cfg.guards.max_nonfinite_steps, "must be >= 1")
+
+
+def validate_bench(cfg: DictConfig) -> None:
+    """`python -m rookworld.bench`: the training config plus the `bench` knobs."""
+    validate(cfg)
+    b = cfg.bench
+    _one_of("bench.decoder", b.decoder, ("fast", "plain"))
+    for key in ("random_weights", "trl"):
+        _one_of(f"bench.{key}", str(b[key]).lower(), ("auto", "true", "false"))
+    for key, least in (("steps", 1), ("warmup", 0), ("compare_plain_steps", 0), ("trials", 0),
+                       ("trial_steps", 1), ("trl_steps", 1)):
+        require(isinstance(b[key], int) and b[key] >= least, f"bench.{key}", b[key], f"must be an integer >= {least}")
+
+
+def validate_sft(cfg: DictConfig) -> None:
+    """`python -m rookworld.sft`: its own knobs, the optimizer, the data and tracking."""
+    s = cfg.sft
+    for key in ("steps", "batch_size", "seq_len", "heldout_docs", "log_every"):
+        require(isinstance(s[key], int) and s[key] >= 1, f"sft.{key}", s[key], "must be an integer >= 1")
+    require(isinstance(s.eval_every, int) and s.eval_every >= 0, "sft.eval_every", s.eval_every,
+            "must be an integer >= 0 (0 = only at the end)")
+    require(s.max_grad_norm >= 0, "sft.max_grad_norm", s.max_grad_norm, "must be >= 0 (0 = off)")
+    require(0 <= s.arbiter_fraction <= 1, "sft.arbiter_fraction", s.arbiter_fraction, "must be in [0, 1]")
+    require(s.num_workers >= 0, "sft.num_workers", s.num_workers, "must be >= 0")
+    require(s.time_limit_min is None or s.time_limit_min > 0, "sft.time_limit_min", s.time_limit_min,
+            "must be > 0 or null (no limit)")
+    _one_of("sft.save_dtype", s.save_dtype, SAVE_DTYPES)
+    require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
+            "expected auto, cpu, cuda or cuda:N")
+    _validate_optimizer(cfg.optimizer)
+    _validate_data(cfg.data)
+    _validate_tracking(cfg.tracking)
+
+
+def _validate_optimizer(o: DictConfig) -> None:
+    _one_of("optimizer.name", o.name, OPTIMIZERS)
+    require(isinstance(o.lr, (int, float)) and o.lr > 0 and math.isfinite(o.lr), "optimizer.lr", o.lr,
+            "must be a positive finite number")
+    require(o.warmup_steps >= 0, "optimizer.warmup_steps", o.warmup_steps, "must be >= 0")
+    require(0 <= o.min_lr_ratio <= 1, "optimizer.min_lr_ratio", o.min_lr_ratio, "must be in [0, 1]")
+
+
+def _validate_data(data: DictConfig) -> None:
+    _one_of("data.kind", data.kind, DATA_KINDS)
+    if data.kind == "rookworld7m":
+        _one_of("data.heldout", data.heldout, HELDOUT_SOURCES)
+    else:
+        require(0 <= data.arbiter_illegal_fraction <= 1, "data.arbiter_illegal_fraction",
+                data.arbiter_illegal_fraction, "must be in [0, 1]")
+        require(data.arbiter_train_size is None or data.arbiter_train_size >= 1, "data.arbiter_train_size",
+                data.arbiter_train_size, "must be >= 1 or null (all positions)")
+
+
+def _validate_tracking(tracking: DictConfig) -> None:
+    _one_of("tracking.backend", tracking.backend, TRACKING_BACKENDS)
+    if tracking.backend != "mlflow":
+        return
+    for key in ("flush_interval_s", "connect_timeout_s"):
+        require(_is_number(tracking[key]) and tracking[key] > 0, f"tracking.{key}", tracking[key], "must be > 0")
+    require(isinstance(tracking.param_value_max, int) and tracking.param_value_max >= 4,
+            "tracking.param_value_max", tracking.param_value_max, "must be an integer >= 4 (room for '...')")
+
+
+def _is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _validate_task_mix(mix: DictConfig) -> None:
     for task in ("P", "A"):
         require(task in mix, f"task_mix.{task}", None, "missing: give the share of each task P and A")
-        require(mix[task] >= 0, f"task_mix.{task}", mix[task], "must be >= 0")
+        require(_is_number(mix[task]) and mix[task] >= 0, f"task_mix.{task}", mix[task], "must be a number >= 0")
     extra = set(mix) - {"P", "A"}
     require(not extra, "task_mix", sorted(extra), "unknown task(s): expected only P and A")
     total = mix.P + mix.A

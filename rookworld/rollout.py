@@ -64,7 +64,7 @@ def stopped(tokenizer, rollout: Rollout) -> torch.Tensor:
 def decode_completions(tokenizer, rollout: Rollout) -> list[str]:
     """Completion text of each row without its stop token."""
     gen = rollout.generation
-    ends = stopped(tokenizer, rollout)
+    ends = stopped(tokenizer, rollout).tolist()  # one host transfer, not one per row
     texts = []
     for row, (ids, mask) in enumerate(zip(gen.completion_ids.tolist(), gen.completion_mask.tolist())):
         tokens = [t for t, keep in zip(ids, mask) if keep]

@@ -11,7 +11,6 @@ held-out sets; the task evaluation is the GRPO loop's (rookworld.evaluate).
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import json
 import math
@@ -19,6 +18,7 @@ import random
 import sys
 import time
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 
 import chess
@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from rookworld.config import PROJECT_TARGETS, build, resolve_device
+from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_sft
 from rookworld.data.annotate import HISTORY_LEN, classify_position, position_key, random_game_positions
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.evaluate import evaluate, perfect_completion
@@ -37,7 +37,8 @@ from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.tasks import Problem, arbiter_problem, arbiter_truth
 from rookworld.tasks.policy import render_policy_completion
 from rookworld.tracking import make_tracker
-from rookworld.train import load_policy
+from rookworld.train import eval_problems, load_policy
+from rookworld.trainer import autocast_for
 
 IGNORE = -100
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
@@ -143,6 +144,7 @@ def heldout_loss(model, batches, device, autocast) -> float:
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
+    validate_sft(cfg)
     s = cfg.sft
     device = resolve_device(cfg.device)
     torch.manual_seed(cfg.seed)
@@ -151,7 +153,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"sft: {n_params / 1e6:.1f}M parameters on {device}", flush=True)
     policy_train = load_policy_problems("train", cfg.data)
-    heldout = (load_policy_problems("heldout", cfg.data) + load_arbiter_problems("heldout", cfg.data))
+    policy_heldout, arbiter_heldout = load_policy_problems("heldout", cfg.data), load_arbiter_problems("heldout", cfg.data)
+    heldout = policy_heldout + arbiter_heldout
     exclude = {position_key(p.truth.fen) for p in heldout}
     cases = ArbiterCases(dict(s.arbiter_cases), exclude)
     stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, cfg.seed)
@@ -159,18 +162,16 @@ def run(cfg: DictConfig) -> dict[str, float]:
                         collate_fn=lambda docs: collate(docs, tokenizer.pad_id),
                         persistent_workers=s.num_workers > 0, prefetch_factor=4 if s.num_workers else None)
     eval_batches = heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len)
-    eval_problems = (load_policy_problems("heldout", cfg.data)[: cfg.eval.num_policy]
-                     + load_arbiter_problems("heldout", cfg.data)[: cfg.eval.num_arbiter])
+    evaluated = eval_problems(cfg.eval, policy_heldout, arbiter_heldout)
     optimizer = build_optimizer(model.parameters(), cfg.optimizer)
-    bf16 = device.type == "cuda" and cfg.model.dtype in ("auto", "bfloat16")
-    autocast = (lambda: torch.autocast("cuda", dtype=torch.bfloat16)) if bf16 else contextlib.nullcontext
+    autocast = partial(autocast_for, device, cfg.model.dtype)
     reward_fn = build(cfg.reward)
     max_new_tokens = dict(cfg.sampling.max_new_tokens)
 
     def task_eval(step: int) -> dict[str, float]:
         model.eval()
         with torch.no_grad(), autocast():
-            result = evaluate(model, tokenizer, eval_problems, reward_fn, max_new_tokens,
+            result = evaluate(model, tokenizer, evaluated, reward_fn, max_new_tokens,
                               cfg.eval.batch_size, cfg.eval.num_samples_logged)
         metrics = {**result.metrics, "eval/loss": heldout_loss(model, eval_batches, device, autocast)}
         tracker.log_metrics(metrics, step=step)
@@ -190,7 +191,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     with make_tracker(cfg) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
-        start, step, metrics = time.perf_counter(), 0, {}
+        start, step, metrics, last_eval_step = time.perf_counter(), 0, {}, -1
         batches = iter(loader)
         while step < s.steps:
             if s.time_limit_min and time.perf_counter() - start > 60 * s.time_limit_min:
@@ -215,8 +216,9 @@ def run(cfg: DictConfig) -> dict[str, float]:
                 if not math.isfinite(row["loss"]):
                     raise FloatingPointError(f"sft loss is {row['loss']} at step {step}")
             if s.eval_every and step % s.eval_every == 0:
-                metrics = task_eval(step)
-        metrics = task_eval(step)
+                metrics, last_eval_step = task_eval(step), step
+        if last_eval_step != step:
+            metrics = task_eval(step)
         metrics["sft/steps"], metrics["sft/minutes"] = step, (time.perf_counter() - start) / 60
         out = Path(s.save_dir)
         save_pretrained(copy.deepcopy(model).to(SAVE_DTYPES[s.save_dtype]).eval(), tokenizer, out)
@@ -231,7 +233,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
 def main(cfg: DictConfig) -> float:
     try:
         return run(cfg)["eval/score"]
-    except ModelLoadError as error:
+    except (ConfigError, ModelLoadError) as error:
         print(f"rookworld: error: {error}", file=sys.stderr)
         sys.exit(2)
 

@@ -31,16 +31,25 @@ def build_trainer(cfg: DictConfig, tracker) -> Trainer:
     if cfg.resume_from:
         policy, _ = load_policy(cfg.model, device, path=cfg.resume_from)
     data = cfg.data
-    sampler = ProblemSampler(load_policy_problems("train", data), load_arbiter_problems("train", data),
-                             weights=dict(cfg.task_mix), seed=cfg.seed)
-    heldout = (load_policy_problems("heldout", data)[: cfg.eval.num_policy]
-               + load_arbiter_problems("heldout", data)[: cfg.eval.num_arbiter])
+    sampler = make_sampler(cfg)
+    heldout = eval_problems(cfg.eval, load_policy_problems("heldout", data), load_arbiter_problems("heldout", data))
     trainer = Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=reference,
                       reward_fn=build(cfg.reward), sampler=sampler, heldout=heldout,
                       tracker=tracker, hooks=build_hooks(cfg))
     if cfg.resume_from:
         trainer.load_state_dict(torch.load(f"{cfg.resume_from}/{TRAINER_STATE_FILE}", weights_only=False))
     return trainer
+
+
+def eval_problems(eval_cfg: DictConfig, policy_heldout: list, arbiter_heldout: list) -> list:
+    """The held-out problems evaluated: the first eval.num_policy P: and eval.num_arbiter A: ones."""
+    return policy_heldout[: eval_cfg.num_policy] + arbiter_heldout[: eval_cfg.num_arbiter]
+
+
+def make_sampler(cfg: DictConfig) -> ProblemSampler:
+    """Training problems of `cfg.data`, drawn in the `cfg.task_mix` shares."""
+    return ProblemSampler(load_policy_problems("train", cfg.data), load_arbiter_problems("train", cfg.data),
+                          weights=dict(cfg.task_mix), seed=cfg.seed)
 
 
 def load_policy(model: DictConfig, device: torch.device, path: str | None = None):

@@ -31,7 +31,7 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import save_pretrained
 from rookworld.model.logprobs import token_logprobs
 from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.rollout import decode_completions, generate_for_problems, stopped
+from rookworld.rollout import Rollout, decode_completions, generate_for_problems, stopped
 from rookworld.tasks import Problem
 
 SUCCESS, KL_FAILURE, NAN_FAILURE, PRUNED = "success", "kl_failure", "nan_failure", "pruned"
@@ -68,7 +68,7 @@ class Batch:
     def rows(self, index: torch.Tensor) -> dict:
         pick = lambda t: None if t is None else t[index]  # noqa: E731
         return dict(input_ids=self.input_ids[index], attention_mask=self.attention_mask[index],
-                    position_ids=self.position_ids[index], mask=self.mask[index],
+                    position_ids=self.position_ids[index], start=self.prompt_length, mask=self.mask[index],
                     advantages=self.advantages[index], ref_logp=pick(self.ref_logp),
                     old_logp=pick(self.old_logp))
 
@@ -120,7 +120,6 @@ class Trainer:
     def __post_init__(self):
         cfg = self.cfg
         self.device = next(self.policy.parameters()).device
-        self.bf16 = self.device.type == "cuda" and cfg.model.dtype in ("auto", "bfloat16")
         self.optimizer = build_optimizer(self.policy.parameters(), cfg.optimizer)
         k = cfg.kl
         self.kl = KLController(k.kind, k.coef, k.warmup_steps, k.warmup_factor, k.target, k.horizon)
@@ -169,7 +168,8 @@ class Trainer:
         final_eval = None
         objective = float(self.cfg.objective.failure_penalty)
         if outcome == SUCCESS:
-            final = self._evaluate(self.step) if self.last_eval_step != self.step else self.last_eval
+            reuse_eval = self.last_eval is not None and self.last_eval_step == self.step
+            final = self.last_eval if reuse_eval else self._evaluate(self.step)
             final_eval, objective = final.metrics, final.score
             self.tracker.log_dict(final_eval, "eval_final.json")
             if self.cfg.checkpoint.save_final or self.cfg.tracking.log_checkpoint:
@@ -188,13 +188,9 @@ class Trainer:
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
-        problems = self.sampler.sample(self.cfg.prompts_per_step)
-        rows = [p for p in problems for _ in range(self.cfg.grpo.group_size)]
-        with timer("generation"), torch.no_grad(), self._autocast():
-            rollout = generate_for_problems(
-                self.policy, self.tokenizer, rows, self.max_new_tokens,
-                temperature=self.cfg.sampling.temperature, top_k=self.cfg.sampling.top_k,
-                top_p=self.cfg.sampling.top_p, generator=self.generator, decoder=self.decoder)
+        rows = self.sample_rows()
+        with timer("generation"):
+            rollout = self.generate(rows)
         with timer("scoring"):
             rewards, scored = self.score(rollout)
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
@@ -205,6 +201,7 @@ class Trainer:
         with timer("update"):
             update = self.update(step, batch)
         kl = update.pop("kl", None)
+        beta = self.kl.beta(step)  # the coefficient this step's loss used, before the controller moves it
         if kl is not None:
             self.kl.update(kl)
         self._maybe_sync_reference(step)
@@ -213,12 +210,26 @@ class Trainer:
             "frac_reward_zero_std": adv.frac_zero_std,
             **self._completion_metrics(rollout),
             **update,
-            **({"kl": kl, "kl/coef": self.kl.beta(step)} if kl is not None else {}),
+            **({"kl": kl, "kl/coef": beta} if kl is not None else {}),
             **{f"time/{k}": v for k, v in timer.seconds.items()},
         }
         metrics["step_time"] = timer.total
         metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
         return metrics, update["nonfinite"] > 0
+
+    def sample_rows(self) -> list[Problem]:
+        """The next step's problems, each repeated group_size times (one GRPO group each)."""
+        problems = self.sampler.sample(self.cfg.prompts_per_step)
+        return [p for p in problems for _ in range(self.cfg.grpo.group_size)]
+
+    @torch.no_grad()
+    def generate(self, rows: list[Problem]) -> Rollout:
+        """Completions of `rows` with the configured sampling (the fast decoder on CUDA)."""
+        s = self.cfg.sampling
+        with self._autocast():
+            return generate_for_problems(self.policy, self.tokenizer, rows, self.max_new_tokens,
+                                         temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+                                         generator=self.generator, decoder=self.decoder)
 
     def score(self, rollout) -> tuple[torch.Tensor, list]:
         """Reward of every completion against its own problem's ground truth."""
@@ -228,12 +239,22 @@ class Trainer:
 
     def _make_batch(self, gen, advantages: torch.Tensor) -> Batch:
         args = (gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length)
-        reuse = self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
         with self._autocast():
-            ref = self._logprobs(self.reference, *args) if self.kl.enabled else None
-            old = self._logprobs(self.policy, *args) if reuse else None
+            ref = self._reference_logprobs(*args) if self.kl.enabled else None
+            old = self._logprobs(self.policy, *args) if self._reuses_batch else None
         return Batch(*args, mask=gen.completion_mask.float(), advantages=advantages,
                      ref_logp=ref, old_logp=old)
+
+    @property
+    def _reuses_batch(self) -> bool:
+        """Several optimizer steps per batch: old log-probs are needed and the rows get shuffled."""
+        return self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
+
+    def _reference_logprobs(self, input_ids, attention_mask, position_ids, start):
+        """On the reference's own device (kl.ref_device), returned on the policy's."""
+        device = next(self.reference.parameters()).device
+        inputs = (t.to(device) for t in (input_ids, attention_mask, position_ids))
+        return self._logprobs(self.reference, *inputs, start).to(self.device)
 
     def _logprobs(self, model, input_ids, attention_mask, position_ids, start, with_entropy=False):
         return token_logprobs(model, input_ids, attention_mask, position_ids, start,
@@ -250,13 +271,15 @@ class Trainer:
         set_lr(self.optimizer, lr)
         beta = self.kl.beta(step)
         n = batch.mask.shape[0]
-        sampling_logp = torch.zeros_like(batch.mask)
+        # Log-probs of the sampling policy, for the KL metric: the stored ones, else the first epoch's.
+        sampling_logp = batch.old_logp
+        if sampling_logp is None and batch.ref_logp is not None:
+            sampling_logp = torch.zeros_like(batch.mask)
         entropy_sum = torch.zeros((), device=self.device)
         totals = {"loss": 0.0, "grad_norm": 0.0, "clip_low": 0.0, "clip_high": 0.0, "clip_region": 0.0}
         updates = nonfinite = 0
         for epoch in range(g.num_iterations):
-            order = torch.randperm(n, generator=self.shuffle_generator) if g.num_iterations > 1 \
-                or g.num_minibatches > 1 else torch.arange(n)
+            order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
             for minibatch in order.to(self.device).chunk(g.num_minibatches):
                 mb_mask = batch.mask[minibatch]
                 normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
@@ -268,13 +291,12 @@ class Trainer:
                     loss.backward()
                     loss_value += loss.detach().float()
                     if epoch == 0:
-                        sampling_logp[rows] = (batch.old_logp[rows] if batch.old_logp is not None
-                                               else logp.detach().float())
+                        if batch.old_logp is None and sampling_logp is not None:
+                            sampling_logp[rows] = logp.detach().float()
                         entropy_sum += (entropy * batch.mask[rows]).sum()
                     for key, value in stats.items():
                         totals[key] = totals[key] + value * batch.mask[rows].sum()
-                loss_value = float(loss_value)
-                grad_norm = self._clip_gradients()
+                loss_value, grad_norm = torch.stack([loss_value, self._clip_gradients().float()]).tolist()
                 if math.isfinite(loss_value) and math.isfinite(grad_norm):
                     self.optimizer.step()
                     totals["loss"] += loss_value
@@ -285,8 +307,8 @@ class Trainer:
                     nonfinite += 1
         tokens = float(batch.mask.sum()) * g.num_iterations
         result = {
-            "loss": totals["loss"] / max(updates, 1) if updates else float("nan"),
-            "grad_norm": totals["grad_norm"] / max(updates, 1) if updates else float("nan"),
+            "loss": totals["loss"] / updates if updates else float("nan"),
+            "grad_norm": totals["grad_norm"] / updates if updates else float("nan"),
             "learning_rate": lr,
             "entropy": (entropy_sum / batch.mask.sum().clamp(min=1)).item(),
             "clip_ratio/low_mean": float(totals["clip_low"]) / max(tokens, 1),
@@ -302,8 +324,7 @@ class Trainer:
     def _micro_loss(self, rows: dict, normalizer: LossNormalizer, beta: float):
         with self._autocast():
             logp, entropy = self._logprobs(self.policy, rows["input_ids"], rows["attention_mask"],
-                                           rows["position_ids"], self._prompt_length(rows),
-                                           with_entropy=True)
+                                           rows["position_ids"], rows["start"], with_entropy=True)
         logp = logp.float()
         old = rows["old_logp"].float() if rows["old_logp"] is not None else logp.detach()
         eps_low, eps_high = self.cfg.grpo.epsilon_low, self.cfg.grpo.epsilon_high
@@ -315,12 +336,9 @@ class Trainer:
         stats = {"clip_low": clip.low.detach(), "clip_high": clip.high.detach(), "clip_region": clip.region.detach()}
         return loss, logp, entropy.detach().float(), stats
 
-    def _prompt_length(self, rows: dict) -> int:
-        return rows["input_ids"].shape[1] - rows["mask"].shape[1]
-
-    def _clip_gradients(self) -> float:
+    def _clip_gradients(self) -> torch.Tensor:
         max_norm = self.cfg.grpo.max_grad_norm or float("inf")
-        return float(torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm))
+        return torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
 
     def _maybe_sync_reference(self, step: int) -> None:
         every = self.cfg.kl.sync_every
@@ -332,9 +350,7 @@ class Trainer:
                 ref.mul_(1 - alpha).add_(cur.to(ref.device, ref.dtype), alpha=alpha)
 
     def _autocast(self):
-        if self.bf16:
-            return torch.autocast("cuda", dtype=torch.bfloat16)
-        return contextlib.nullcontext()
+        return autocast_for(self.device, self.cfg.model.dtype)
 
     # ---------------------------------------------------------------- evaluation and logging
     def _eval_due(self) -> bool:
@@ -407,6 +423,13 @@ class Trainer:
             self.reward_norm.load_state_dict(state["reward_norm"])
         if "reference" in state:
             self.reference.load_state_dict(state["reference"])
+
+
+def autocast_for(device: torch.device, dtype: str):
+    """bf16 autocast on CUDA unless model.dtype=float32 (the weights stay float32); nothing on the CPU."""
+    if device.type == "cuda" and dtype in ("auto", "bfloat16"):
+        return torch.autocast("cuda", dtype=torch.bfloat16)
+    return contextlib.nullcontext()
 
 
 def reward_metrics(rows: list[Problem], rewards: torch.Tensor, scored: list) -> dict[str, float]:

@@ -1,6 +1,7 @@
 """The GRPO loop end to end on the tiny model, through the real training path."""
 import math
 import os
+import re
 from dataclasses import replace
 import subprocess
 import sys
@@ -8,6 +9,9 @@ import sys
 import pytest
 import torch
 
+from hydra import compose, initialize_config_dir
+
+from rookworld.config import ConfigError, validate, validate_bench, validate_sft
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
@@ -16,7 +20,7 @@ from rookworld.model.sampling import Generation
 from rookworld.rollout import Rollout
 from rookworld.tracking import make_tracker
 from rookworld.train import build_trainer, run
-from train_helpers import tiny_config
+from train_helpers import CONF_DIR, tiny_config
 
 
 def make_trainer(tmp_path, *overrides):
@@ -136,6 +140,31 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], proc.stderr
+
+
+@pytest.mark.parametrize("override", [
+    "log_every=0", "optimizer.name=adam", "grpo.reward_norm.momentum=1.5", "eval.batch_size=0", "eval.every=-1",
+    "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
+    "task_mix.P=abc", "data.kind=foo", "data=rookworld7m data.heldout=hubb", "data.arbiter_illegal_fraction=1.5",
+    "tracking.flush_interval_s=0", "tracking.param_value_max=2",
+])
+def test_config_validation_names_the_bad_value(tmp_path, override):
+    *extra, bad = override.split()
+    cfg = tiny_config(tmp_path, *extra, bad, "tracking=mlflow" if bad.startswith("tracking.") else "tracking=none")
+    with pytest.raises(ConfigError, match="^" + re.escape(bad.split("=")[0] + "=")):
+        validate(cfg)
+
+
+@pytest.mark.parametrize("config_name, override", [
+    ("sft", "sft.save_dtype=float16"), ("sft", "sft.log_every=0"), ("sft", "sft.arbiter_fraction=2"),
+    ("bench", "bench.decoder=fsat"), ("bench", "bench.trl=maybe"), ("bench", "bench.steps=0"),
+])
+def test_sft_and_bench_configs_are_validated_too(config_name, override):
+    with initialize_config_dir(config_dir=CONF_DIR):
+        cfg = compose(config_name, overrides=[override, "tracking=none"], return_hydra_config=True)
+    check = validate_sft if config_name == "sft" else validate_bench
+    with pytest.raises(ConfigError, match="^" + re.escape(override.split("=")[0] + "=")):
+        check(cfg)
 
 
 def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):

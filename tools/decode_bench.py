@@ -28,10 +28,11 @@ from hydra import compose, initialize_config_dir
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rookworld.bench import load_bench_model, problem_sampler  # noqa: E402
+from rookworld.bench import load_bench_model  # noqa: E402
 from rookworld.model import decode_kernels  # noqa: E402
 from rookworld.model.fast_sampling import StaticDecoder  # noqa: E402
 from rookworld.rollout import prompt_ids  # noqa: E402
+from rookworld.train import make_sampler  # noqa: E402
 
 
 def parse_layout(text: str) -> dict:
@@ -86,7 +87,7 @@ def trainer_generation(cfg, policy, tokenizer, request: dict, steps: int) -> lis
         metrics, _ = trainer.train_step(step)
         times = time_decoder(trainer.decoder, request, 0, 2, trainer.generator)
         start = time.perf_counter()
-        rows = [p for p in trainer.sampler.sample(cfg.prompts_per_step) for _ in range(cfg.grpo.group_size)]
+        rows = trainer.sample_rows()
         fresh_request = {**request, "prompts": [prompt_ids(tokenizer, p) for p in rows]}
         host_time = time.perf_counter() - start
         fresh_times = time_decoder(trainer.decoder, fresh_request, 0, 1, trainer.generator)
@@ -133,12 +134,14 @@ def main() -> None:
         cfg = compose("bench", overrides=["bench.random_weights=true"])
     device = torch.device("cuda")
     policy, tokenizer, description = load_bench_model(cfg, device)
-    rows = [p for p in problem_sampler(cfg).sample(cfg.prompts_per_step) for _ in range(cfg.grpo.group_size)]
+    problems = make_sampler(cfg).sample(cfg.prompts_per_step)
+    rows = [p for p in problems for _ in range(cfg.grpo.group_size)]
     prompts = [prompt_ids(tokenizer, p) for p in rows]
-    request = dict(prompts=prompts, max_new_tokens=[144] * len(rows), temperature=1.0, pad_id=tokenizer.pad_id,
+    caps = [int(cfg.sampling.max_new_tokens[p.task]) for p in rows]
+    request = dict(prompts=prompts, max_new_tokens=caps, temperature=1.0, pad_id=tokenizer.pad_id,
                    stop_ids=(tokenizer.eos_id, tokenizer.newline_id))
     print(f"{torch.cuda.get_device_name()} | {description} | {len(rows)} rows, prompt widths "
-          f"{min(map(len, prompts))}..{max(map(len, prompts))}, 144 new tokens, stops ignored", flush=True)
+          f"{min(map(len, prompts))}..{max(map(len, prompts))}, {max(caps)} new tokens, stops ignored", flush=True)
     results = []
     if args.baseline:
         decoder = load_baseline(args.baseline)(policy, ignore_stops=True)

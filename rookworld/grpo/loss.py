@@ -26,14 +26,14 @@ LOSS_TYPES = ("grpo", "dr_grpo", "token_mean")
 class LossNormalizer:
     loss_type: str
     num_sequences: int
-    num_tokens: int
+    num_tokens: torch.Tensor  # on the device: reading it would cost a host sync per minibatch
     max_completion_length: int
 
     @classmethod
     def for_batch(cls, loss_type: str, mask: torch.Tensor, max_completion_length: int):
         if loss_type not in LOSS_TYPES:
             raise ValueError(f"grpo.loss_type={loss_type!r}: expected one of {LOSS_TYPES}")
-        return cls(loss_type, mask.shape[0], max(int(mask.sum()), 1), max_completion_length)
+        return cls(loss_type, mask.shape[0], mask.sum().clamp(min=1), max_completion_length)
 
     def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         masked = per_token * mask
