@@ -9,6 +9,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
 from rookworld.grpo.advantages import SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS
 from rookworld.grpo.loss import LOSS_TYPES
@@ -17,8 +18,6 @@ from rookworld.tracking import BACKENDS as TRACKING_BACKENDS
 KL_KINDS = ("none", "fixed", "adaptive")
 DTYPES = ("auto", "float32", "bfloat16")
 OPTIMIZERS = ("adamw", "sgd")
-DATA_KINDS = ("bundled", "rookworld7m")
-HELDOUT_SOURCES = ("bundled", "hub")
 SAVE_DTYPES = ("float32", "bfloat16")
 PROJECT_TARGETS = "rookworld.*"
 ASSETS_DIR = Path(__file__).parent / "assets"

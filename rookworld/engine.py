@@ -59,7 +59,7 @@ def resolve_engine_path(path: str) -> str:
     found = shutil.which(path) if os.sep not in path else path
     if not found or not os.path.isfile(found) or not os.access(found, os.X_OK):
         raise EngineNotFoundError(
-            f"Stockfish not found at {path!r} (set engine.path=/path/to/stockfish; "
+            f"Stockfish not found at {path!r} (annotate --engine-path, or path in conf/engine/stockfish.yaml; "
             "on Debian: apt-get install stockfish -> /usr/games/stockfish)"
         )
     return found

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rookworld.rewards import CRITERIA, score_completion
+from rookworld.rewards import CRITERIA, parse_completion, score_answer
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems
 from rookworld.tasks import PolicyTruth, Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
-from rookworld.tasks.policy import parse_policy, render_policy_completion
+from rookworld.tasks.policy import PolicyAnswer, render_policy_completion
 
 EVAL_CLIP_PAWNS = 10.0
 
@@ -44,16 +44,17 @@ class EvalResult:
 
 def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
     """The reward criteria of one completion (rookworld.rewards), plus the eval MAE for P:."""
-    scores = score_completion(problem, completion) or dict.fromkeys(CRITERIA[problem.task], 0.0)
+    answer = parse_completion(problem, completion)
+    scores = score_answer(problem, answer) or dict.fromkeys(CRITERIA[problem.task], 0.0)
     if problem.task == "P":
-        mae = eval_mae(problem.truth, completion)
+        mae = eval_mae(problem.truth, answer)
         if mae is not None:
             scores["eval_mae"] = mae
     return scores
 
 
-def eval_mae(truth: PolicyTruth, completion: str) -> float | None:
-    answer = parse_policy(completion)
+def eval_mae(truth: PolicyTruth, answer: PolicyAnswer | None) -> float | None:
+    """Mean |E - engine eval| (clipped) over the parsed answer's moves among the engine's candidates."""
     if answer is None or len(answer.evals) != len(answer.moves):
         return None
     engine = {c.move: c.eval for c in truth.candidates}

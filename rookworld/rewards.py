@@ -65,14 +65,25 @@ def arbiter_scores(truth: ArbiterTruth, answer: ArbiterAnswer) -> dict[str, floa
     }
 
 
+def parse_completion(problem: Problem, completion: str) -> PolicyAnswer | ArbiterAnswer | None:
+    """The completion parsed by its task's parser, or None when it does not parse."""
+    return parse_policy(completion) if problem.task == "P" else parse_arbiter(completion)
+
+
+def score_answer(problem: Problem, answer: PolicyAnswer | ArbiterAnswer | None,
+                 eval_scale: float = DEFAULT_EVAL_SCALE) -> dict[str, float] | None:
+    """Unprefixed criteria of a parsed completion, or None when it did not parse."""
+    if answer is None:
+        return None
+    if problem.task == "P":
+        return policy_scores(problem.truth, answer, eval_scale)
+    return arbiter_scores(problem.truth, answer)
+
+
 def score_completion(problem: Problem, completion: str,
                      eval_scale: float = DEFAULT_EVAL_SCALE) -> dict[str, float] | None:
     """Unprefixed criteria of one completion, or None when it does not parse."""
-    if problem.task == "P":
-        answer = parse_policy(completion)
-        return None if answer is None else policy_scores(problem.truth, answer, eval_scale)
-    answer = parse_arbiter(completion)
-    return None if answer is None else arbiter_scores(problem.truth, answer)
+    return score_answer(problem, parse_completion(problem, completion), eval_scale)
 
 
 def _policy_well_formed(answer: PolicyAnswer) -> bool:

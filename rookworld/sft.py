@@ -29,12 +29,12 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_sft
-from rookworld.data.annotate import HISTORY_LEN, classify_position, position_key, random_game_positions
+from rookworld.data.annotate import classify_position, position_key, random_game_positions
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.evaluate import evaluate, perfect_completion
 from rookworld.model.hub import ModelLoadError, save_pretrained
 from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.tasks import Problem, arbiter_problem, arbiter_truth
+from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move
 from rookworld.tasks.policy import render_policy_completion
 from rookworld.tracking import make_tracker
 from rookworld.train import eval_problems, load_policy
@@ -72,7 +72,7 @@ class ArbiterCases:
             return None
         case = rng.choices([c for c, _ in available], [w for _, w in available])[0]
         move = rng.choice(by_case[case]).uci()
-        history = [m.uci() for m in board.move_stack][-(HISTORY_LEN - 1):] + [move]
+        history = history_with_move([m.uci() for m in board.move_stack], move)
         return arbiter_problem(arbiter_truth(board.fen(), move, history))
 
 

@@ -304,3 +304,94 @@ def test_annotate_arbiter_cases_meet_the_quotas(tmp_path: Path) -> None:
         board = chess.Board(row["fen"])
         legal = chess.Move.from_uci(row["move"]) in board.legal_moves
         assert legal == (row["case"] != "illegal") and len(row["history_before"]) <= 10
+
+
+# ---- bad input: one-line errors naming the bad value --------------------------------------------
+
+
+def test_annotate_cli_defaults_come_from_the_engine_yaml_and_selfplay_config() -> None:
+    engine = OmegaConf.load(Path(annotate.__file__).parents[2] / "conf" / "engine" / "stockfish.yaml")
+    args = annotate.parse_args(["--selfplay", "1", "--output", "x.jsonl"])
+    assert (args.engine_path, args.depth, args.threads, args.hash_mb, args.multipv) == (
+        engine.path, engine.depth, engine.threads, engine.hash_mb, engine.multipv)
+    assert annotate.selfplay_config(args) == annotate.SelfPlayConfig()
+
+
+def test_training_config_does_not_compose_the_engine_group() -> None:
+    defaults = OmegaConf.load(Path(annotate.__file__).parents[2] / "conf" / "config.yaml").defaults
+    assert not any("engine" in entry for entry in defaults if isinstance(entry, dict))
+
+
+def test_malformed_records_name_the_file_and_line(tmp_path: Path) -> None:
+    good = read_jsonl(BUNDLED["policy_heldout"])[0]
+    missing = tmp_path / "missing.jsonl"
+    missing.write_text(json.dumps(good) + "\n\n" + json.dumps({"fen": good["fen"]}) + "\n")
+    with pytest.raises(ValueError, match=r"missing\.jsonl:3: missing key 'candidates'"):
+        load_policy_problems("train", missing)
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text(json.dumps(good) + "\n{not json\n")
+    with pytest.raises(ValueError, match=r"broken\.jsonl:2: not valid JSON"):
+        load_arbiter_problems("train", broken)
+    bad_case = tmp_path / "cases.jsonl"
+    bad_case.write_text(json.dumps({"fen": "not a fen", "history_before": [], "move": "e2e4"}) + "\n")
+    with pytest.raises(ValueError, match=r"cases\.jsonl:1: .*not a fen") as info:
+        load_arbiter_problems("heldout", bad_case)
+    assert "\n" not in str(info.value)
+
+
+def test_rookworld7m_heldout_typo_is_rejected() -> None:
+    cfg = OmegaConf.load(Path(annotate.__file__).parents[2] / "conf" / "data" / "rookworld7m.yaml")
+    cfg.heldout = "hubb"
+    with pytest.raises(ValueError, match=r"data\.heldout='hubb'"):
+        load_policy_problems("heldout", cfg)
+
+
+def test_rookworld7m_jsonl_without_text_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text(json.dumps({"txt": "P: x"}) + "\n")
+    with pytest.raises(ValueError, match=r"rows\.jsonl:1: missing key 'text'"):
+        list(rookworld7m.iter_texts(path))
+
+
+def test_annotate_rejects_too_few_arbiter_rows(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    minimum = annotate.arbiter_min_rows()
+    assert minimum == 9  # eight rounded-up quotas of >= 1 row each, plus room for "normal"
+    with pytest.raises(SystemExit) as info:
+        annotate.main(["--arbiter", "3", "--output", str(tmp_path / "a.jsonl")])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and "--arbiter 3" in err and f"at least {minimum}" in err
+
+
+@pytest.mark.parametrize("line, bad", [("rnbqkbnr/pppppppp/8/8/8/8/PPPPPPPP/RNBQKBNX w KQkq - 0 1", "RNBQKBNX"),
+                                       (chess.STARTING_FEN + " e2e4 zz99", "zz99")])
+def test_annotate_bad_fen_or_move_names_path_line(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                  line: str, bad: str) -> None:
+    fens = tmp_path / "in.fens"
+    fens.write_text("# comment\n" + line + "\n")
+    with pytest.raises(SystemExit) as info:
+        annotate.main(["--fens", str(fens), "--output", str(tmp_path / "out.jsonl"), "--depth", "1"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("annotate: error: ") and err.count("\n") == 1
+    assert f"{fens}:2:" in err and bad in err
+
+
+def test_annotate_missing_engine_and_missing_input_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    fens = tmp_path / "in.fens"
+    fens.write_text(chess.STARTING_FEN + "\n")
+    with pytest.raises(SystemExit) as info:
+        annotate.main(["--fens", str(fens), "--output", str(tmp_path / "o.jsonl"), "--engine-path", "/no/stockfish"])
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith("annotate: error: ") and "'/no/stockfish'" in err
+    with pytest.raises(SystemExit):
+        annotate.main(["--arbiter", "30", "--positions", str(tmp_path / "absent.jsonl"),
+                       "--output", str(tmp_path / "a.jsonl")])
+    err = capsys.readouterr().err
+    assert err.startswith("annotate: error: ") and "absent.jsonl" in err and err.count("\n") == 1
+
+
+def test_load_time_rejects_zero_repeats(capsys: pytest.CaptureFixture) -> None:
+    from rookworld.data import load_time
+
+    with pytest.raises(SystemExit) as info:
+        load_time.main(["--repeats", "0"])
+    assert info.value.code == 2 and "--repeats 0" in capsys.readouterr().err

@@ -96,7 +96,7 @@ def test_missing_binary_one_line_error_names_the_config_key() -> None:
     with pytest.raises(EngineNotFoundError) as info:
         Engine(path="/nope")
     message = str(info.value)
-    assert "\n" not in message and "'/nope'" in message and "engine.path=" in message
+    assert "\n" not in message and "'/nope'" in message and "--engine-path" in message
 
 
 @pytest.mark.parametrize(
@@ -168,6 +168,9 @@ def test_engine_config_instantiates_with_every_knob() -> None:
 
     from rookworld.config import build
 
-    engine = build(OmegaConf.load(REPO_ROOT / "conf" / "engine" / "stockfish.yaml"))
+    cfg = OmegaConf.load(REPO_ROOT / "conf" / "engine" / "stockfish.yaml")
+    engine = build(cfg)
     assert isinstance(engine, Engine) and engine.pid is None  # started lazily
-    assert (engine.depth, engine.time_limit, engine.multipv, engine.threads) == (10, None, 5, 1)
+    knobs = {key: value for key, value in OmegaConf.to_container(cfg).items() if key != "_target_"}
+    assert set(knobs) == {"path", "depth", "time_limit", "threads", "hash_mb", "multipv", "cache_size", "timeout"}
+    assert {key: getattr(engine, key) for key in knobs} == knobs

@@ -219,3 +219,10 @@ def test_problem_rejects_mismatched_truth():
         Problem("P", "P: " + START, truth)
     with pytest.raises(ValueError):
         Problem("X", "X: " + START, truth)
+
+
+def test_history_with_move_keeps_the_last_ten():
+    from rookworld.tasks import history_with_move
+
+    assert history_with_move([], "e2e4") == ["e2e4"]
+    assert history_with_move([str(i) for i in range(12)], "m") == [str(i) for i in range(3, 12)] + ["m"]

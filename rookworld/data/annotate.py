@@ -29,16 +29,19 @@ import random
 import sys
 import time
 from collections import Counter
-from dataclasses import dataclass
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 import chess
 import chess.pgn
+from omegaconf import OmegaConf
 
-from rookworld.engine import Engine
+from rookworld.engine import Engine, EngineNotFoundError
+from rookworld.tasks.arbiter import MAX_HISTORY
 
-HISTORY_LEN = 10
+ENGINE_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "engine" / "stockfish.yaml"
 ENDGAME_MAX_PIECES = 6  # non-pawn, non-king pieces of both sides (Lichess "divider" rule)
 OPENING_MAX_FULLMOVE = 10
 
@@ -54,9 +57,35 @@ def open_text(path: str | Path, mode: str = "rt") -> IO[str]:
     return open(path, mode, encoding="utf-8")
 
 
-def read_jsonl(path: str | Path) -> list[dict]:
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line; a line that is not a JSON object raises
+    ValueError naming path:line."""
     with open_text(path) as f:
-        return [json.loads(line) for line in f if line.strip()]
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            with at_line(path, line_no):
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise TypeError(f"expected a JSON object, got {line.strip()[:80]!r}")
+            yield line_no, record
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    return [record for _, record in iter_jsonl(path)]
+
+
+@contextmanager
+def at_line(path: str | Path, line_no: int) -> Iterator[None]:
+    """Re-raise a bad record's KeyError / TypeError / ValueError as one ValueError naming path:line."""
+    try:
+        yield
+    except KeyError as exc:
+        raise ValueError(f"{path}:{line_no}: missing key {exc.args[0]!r}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}:{line_no}: {exc}") from exc
 
 
 def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
@@ -93,7 +122,7 @@ def game_phase(board: chess.Board) -> str:
     return "middlegame"
 
 
-def recent_history(board: chess.Board, n: int = HISTORY_LEN) -> list[str]:
+def recent_history(board: chess.Board, n: int = MAX_HISTORY) -> list[str]:
     return [move.uci() for move in board.move_stack[-n:]]
 
 
@@ -117,12 +146,13 @@ def fen_samples(path: str) -> Iterator[Sample]:
                 continue
             if len(fields) < 6:
                 raise ValueError(f"{path}:{line_no}: expected a 6-field FEN, got {line.strip()!r}")
-            board = chess.Board(" ".join(fields[:6]))
-            for uci in fields[6:]:
-                move = chess.Move.from_uci(uci)
-                if move not in board.legal_moves:
-                    raise ValueError(f"{path}:{line_no}: illegal move {uci!r} in {board.fen()!r}")
-                board.push(move)
+            with at_line(path, line_no):
+                board = chess.Board(" ".join(fields[:6]))
+                for uci in fields[6:]:
+                    move = chess.Move.from_uci(uci)
+                    if move not in board.legal_moves:
+                        raise ValueError(f"illegal move {uci!r} in {board.fen()!r}")
+                    board.push(move)
             yield Sample(board, f"fens:{Path(path).name}", line_no)
 
 
@@ -300,6 +330,20 @@ ARBITER_QUOTAS = {  # fractions of --arbiter N; "normal" takes the rest
 }
 
 
+def arbiter_wants(n: int) -> dict[str, int]:
+    """Rows per case for n A: rows: each quota rounded up, "normal" the rest (negative if n is too small)."""
+    wants = {case: math.ceil(fraction * n) for case, fraction in ARBITER_QUOTAS.items()}
+    wants["normal"] = n - sum(wants.values())
+    return wants
+
+
+def arbiter_min_rows() -> int:
+    """The smallest n from which on every n leaves "normal" >= 0. Each rounded-up quota adds < 1, so
+    every n >= len(quotas) / (1 - sum(quotas)) is fine and only smaller n need checking."""
+    bound = math.ceil(len(ARBITER_QUOTAS) / (1.0 - sum(ARBITER_QUOTAS.values())))
+    return 1 + max((n for n in range(1, bound + 1) if arbiter_wants(n)["normal"] < 0), default=0)
+
+
 def legal_move_case(board: chess.Board, move: chess.Move) -> str:
     """Case label of a legal move; terminal outcomes take precedence over move kinds."""
     kind = "normal"
@@ -387,7 +431,7 @@ def arbiter_row(
 ) -> dict:
     return {
         "fen": board.fen(),
-        "history_before": history[-HISTORY_LEN:],
+        "history_before": history[-MAX_HISTORY:],
         "move": move.uci(),
         "case": case,
         "detail": detail,
@@ -454,8 +498,9 @@ def build_arbiter_cases(
     """n A: rows over-sampling terminal, illegal and special moves (quotas in ARBITER_QUOTAS).
     Each case is filled from the realistic (game) positions first, then from the synthetic ones."""
     pool_sets = [case_pools(realistic, rng, exclude, "selfplay"), case_pools(synthetic, rng, exclude, "random-game")]
-    wants = {case: math.ceil(fraction * n) for case, fraction in ARBITER_QUOTAS.items()}
-    wants["normal"] = n - sum(wants.values())
+    wants = arbiter_wants(n)
+    if wants["normal"] < 0:
+        raise ValueError(f"{n} A: rows cannot meet the case quotas; at least {arbiter_min_rows()} needed")
     rows: list[dict] = []
     for case, want in wants.items():
         taken: list[dict] = []
@@ -476,7 +521,16 @@ def random_game_boards(rng: random.Random, n_games: int) -> Positions:
 # -- CLI -------------------------------------------------------------------------------------------
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def engine_config() -> dict:
+    """conf/engine/stockfish.yaml: the Engine knobs (and the CLI's engine defaults)."""
+    knobs = OmegaConf.to_container(OmegaConf.load(ENGINE_CONFIG))
+    knobs.pop("_target_")
+    return knobs
+
+
+def build_parser() -> argparse.ArgumentParser:
+    engine = engine_config()
+    selfplay = SelfPlayConfig()
     parser = argparse.ArgumentParser(
         prog="python -m rookworld.data.annotate", description=__doc__.split("\n\n")[0]
     )
@@ -491,48 +545,72 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--positions", nargs="*", default=[], help="--arbiter: annotated JSONL inputs")
     parser.add_argument("--exclude", nargs="*", default=[], help="--arbiter: JSONL whose positions to skip")
     parser.add_argument("--random-games", type=int, default=400, help="--arbiter: random-move games")
-    parser.add_argument("--engine-path", default="/usr/games/stockfish")
-    parser.add_argument("--depth", type=int, default=10, help="annotation depth")
+    parser.add_argument("--engine-path", default=engine["path"], help="default: conf/engine/stockfish.yaml")
+    parser.add_argument("--depth", type=int, default=engine["depth"], help="annotation depth")
     parser.add_argument("--play-depth", type=int, default=6, help="self-play move-choice depth")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--hash-mb", type=int, default=16)
-    parser.add_argument("--multipv", type=int, default=5)
+    parser.add_argument("--threads", type=int, default=engine["threads"])
+    parser.add_argument("--hash-mb", type=int, default=engine["hash_mb"])
+    parser.add_argument("--multipv", type=int, default=engine["multipv"])
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pgn-sample-rate", type=float, default=0.2)
     parser.add_argument("--max-positions", type=int, help="stop after this many (fens / pgn)")
-    parser.add_argument("--temperature", type=float, default=0.5, help="self-play softmax, pawns")
-    parser.add_argument("--epsilon", type=float, default=0.03, help="self-play random-move rate")
-    parser.add_argument("--record-prob", type=float, default=0.2, help="self-play ply keep rate")
-    parser.add_argument("--opening-record-prob", type=float, default=0.4, help="keep rate, moves 1-10")
-    parser.add_argument("--endgame-start-fraction", type=float, default=0.2, help="games from random endgames")
-    parser.add_argument("--max-plies", type=int, default=160, help="self-play game length cap")
-    parser.add_argument("--resign-eval", type=float, default=8.0, help="pawns: lopsided-game threshold")
-    parser.add_argument("--resign-plies", type=int, default=4, help="lopsided plies in a row that end a game")
+    parser.add_argument("--temperature", type=float, default=selfplay.temperature, help="self-play softmax, pawns")
+    parser.add_argument("--epsilon", type=float, default=selfplay.epsilon, help="self-play random-move rate")
+    parser.add_argument("--record-prob", type=float, default=selfplay.record_prob, help="self-play ply keep rate")
+    parser.add_argument("--opening-record-prob", type=float, default=selfplay.opening_record_prob,
+                        help="keep rate, moves 1-10")
+    parser.add_argument("--max-plies", type=int, default=selfplay.max_plies, help="self-play game length cap")
+    parser.add_argument("--max-opening-random-plies", type=int, default=selfplay.max_opening_random_plies,
+                        help="self-play: up to this many uniformly random opening plies")
+    parser.add_argument("--endgame-start-fraction", type=float, default=selfplay.endgame_start_fraction,
+                        help="games from random endgames")
+    parser.add_argument("--resign-eval", type=float, default=selfplay.resign_eval,
+                        help="pawns: lopsided-game threshold")
+    parser.add_argument("--resign-plies", type=int, default=selfplay.resign_plies,
+                        help="lopsided plies in a row that end a game")
+    return parser
+
+
+def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
+    parser = parser or build_parser()
     args = parser.parse_args(argv)
     if args.heldout and not args.heldout_output:
         parser.error("--heldout needs --heldout-output")
+    if args.arbiter is not None and args.arbiter < arbiter_min_rows():
+        parser.error(f"--arbiter {args.arbiter}: the case quotas need at least {arbiter_min_rows()} rows")
     return args
 
 
+def selfplay_config(args: argparse.Namespace) -> SelfPlayConfig:
+    """The SelfPlayConfig of the CLI flags (one flag per field, dashes for underscores)."""
+    return SelfPlayConfig(**{f.name: getattr(args, f.name) for f in fields(SelfPlayConfig)})
+
+
 def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:
-    records = [r for path in args.positions for r in read_jsonl(path)]
-    exclude = {position_key(r["fen"]) for path in args.exclude for r in read_jsonl(path)}
-    realistic = [(chess.Board(r["fen"]), list(r.get("history", []))) for r in records]
+    exclude: set[str] = set()
+    for path in args.exclude:
+        for line_no, record in iter_jsonl(path):
+            with at_line(path, line_no):
+                exclude.add(position_key(record["fen"]))
+    realistic: Positions = []
+    for path in args.positions:
+        for line_no, record in iter_jsonl(path):
+            with at_line(path, line_no):
+                realistic.append((chess.Board(record["fen"]), list(record.get("history", []))))
     rows = build_arbiter_cases(realistic, random_game_boards(rng, args.random_games), args.arbiter, rng, exclude)
     write_jsonl(args.output, rows)
     print(f"wrote {len(rows)} A: rows to {args.output}", file=sys.stderr)
 
 
 def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
-    engine = Engine(args.engine_path, depth=args.depth, threads=args.threads,
-                    hash_mb=args.hash_mb, multipv=args.multipv)
+    knobs = engine_config()  # the knobs without a CLI flag: time_limit, cache_size, timeout
+    shared = {"path": args.engine_path, "threads": args.threads, "hash_mb": args.hash_mb, "multipv": args.multipv,
+              "cache_size": knobs["cache_size"], "timeout": knobs["timeout"]}
+    engine = Engine(depth=args.depth, time_limit=knobs["time_limit"], **shared)
     with engine:
         if args.selfplay is not None:
-            cfg = SelfPlayConfig(args.temperature, args.epsilon, args.record_prob, args.opening_record_prob,
-                                 args.max_plies, endgame_start_fraction=args.endgame_start_fraction,
-                                 resign_eval=args.resign_eval, resign_plies=args.resign_plies)
-            player = Engine(args.engine_path, depth=args.play_depth, threads=args.threads,
-                            hash_mb=args.hash_mb, multipv=args.multipv)
+            cfg = selfplay_config(args)
+            player = Engine(depth=args.play_depth, time_limit=None, **shared)  # --play-depth, never time
             with player:
                 samples = selfplay_samples(player, rng, cfg)
                 pairs = annotate_samples(samples, engine, args.selfplay, Progress(args.selfplay))
@@ -548,12 +626,16 @@ def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = parse_args(argv)
+    parser = build_parser()
+    args = parse_args(argv, parser)
     rng = random.Random(args.seed)
-    if args.arbiter is not None:
-        run_arbiter(args, rng)
-    else:
-        run_annotation(args, rng)
+    try:
+        if args.arbiter is not None:
+            run_arbiter(args, rng)
+        else:
+            run_annotation(args, rng)
+    except (ValueError, RuntimeError, FileNotFoundError, EngineNotFoundError) as exc:
+        parser.exit(2, f"annotate: error: {exc}\n")
 
 
 if __name__ == "__main__":

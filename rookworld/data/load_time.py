@@ -35,10 +35,12 @@ def derive_arbiter_train_uncached() -> tuple[float, int]:
     return time.perf_counter() - start, count
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=3, help="uncached loads to time")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats {args.repeats}: must be >= 1")
     times = []
     for _ in range(args.repeats):
         elapsed, counts = load_files_uncached()

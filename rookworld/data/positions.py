@@ -26,7 +26,7 @@ from typing import Any
 
 import chess
 
-from rookworld.data.annotate import HISTORY_LEN, illegal_moves, read_jsonl
+from rookworld.data.annotate import at_line, illegal_moves, iter_jsonl
 from rookworld.tasks import (
     ArbiterTruth,
     Candidate,
@@ -34,6 +34,7 @@ from rookworld.tasks import (
     Problem,
     arbiter_problem,
     arbiter_truth,
+    history_with_move,
     policy_problem,
 )
 
@@ -44,6 +45,8 @@ BUNDLED = {
     "arbiter_heldout": BUNDLED_DIR / "heldout_arbiter.jsonl",
 }
 SPLITS = ("train", "heldout")
+DATA_KINDS = ("bundled", "rookworld7m")  # data.kind
+HELDOUT_SOURCES = ("bundled", "hub")  # data.heldout of kind rookworld7m
 DEFAULT_ILLEGAL_FRACTION = 0.1
 DEFAULT_ARBITER_SEED = 0
 DEFAULT_ARBITER_TRAIN_SIZE = 2000
@@ -70,8 +73,12 @@ def load_policy_problems(split: str, source: Source = None) -> list[Problem]:
 
 @lru_cache(maxsize=8)
 def _policy_problems_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
-    records = read_jsonl(path)
-    return tuple(policy_problem(policy_truth_from_record(r)) for r in records if r["candidates"])
+    problems = []
+    for line_no, record in iter_jsonl(path):
+        with at_line(path, line_no):
+            if record["candidates"]:
+                problems.append(policy_problem(policy_truth_from_record(record)))
+    return tuple(problems)
 
 
 # -- A: --------------------------------------------------------------------------------------------
@@ -79,7 +86,7 @@ def _policy_problems_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
 
 def arbiter_problem_from_case(row: dict) -> Problem:
     """A held-out case row {"fen", "history_before", "move", ...} -> Problem (truth recomputed)."""
-    history = (list(row["history_before"]) + [row["move"]])[-HISTORY_LEN:]
+    history = history_with_move(row["history_before"], row["move"])
     return arbiter_problem(arbiter_truth(row["fen"], row["move"], history))
 
 
@@ -96,17 +103,20 @@ def pick_arbiter_move(board: chess.Board, rng: random.Random, illegal_fraction: 
 
 
 def arbiter_truths_from_positions(
-    records: list[dict], illegal_fraction: float, seed: int, size: int | None = None
+    numbered: list[tuple[int, dict]], illegal_fraction: float, seed: int, size: int | None, path: str | Path
 ) -> list[ArbiterTruth]:
-    if size is not None and size < len(records):
-        keep = sorted(random.Random(f"{seed}:subset").sample(range(len(records)), size))
-        records = [records[i] for i in keep]
+    """(line number, position record) pairs of `path` -> truths; a bad record raises ValueError
+    naming path:line."""
+    if size is not None and size < len(numbered):
+        keep = sorted(random.Random(f"{seed}:subset").sample(range(len(numbered)), size))
+        numbered = [numbered[i] for i in keep]
     rng = random.Random(seed)
     truths = []
-    for record in records:
-        move = pick_arbiter_move(chess.Board(record["fen"]), rng, illegal_fraction)
-        history = (list(record.get("history", [])) + [move])[-HISTORY_LEN:]
-        truths.append(arbiter_truth(record["fen"], move, history))
+    for line_no, record in numbered:
+        with at_line(path, line_no):
+            move = pick_arbiter_move(chess.Board(record["fen"]), rng, illegal_fraction)
+            history = history_with_move(record.get("history", []), move)
+            truths.append(arbiter_truth(record["fen"], move, history))
     return truths
 
 
@@ -136,14 +146,18 @@ def load_arbiter_problems(
 
 @lru_cache(maxsize=8)
 def _arbiter_cases_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
-    return tuple(arbiter_problem_from_case(row) for row in read_jsonl(path))
+    problems = []
+    for line_no, row in iter_jsonl(path):
+        with at_line(path, line_no):
+            problems.append(arbiter_problem_from_case(row))
+    return tuple(problems)
 
 
 @lru_cache(maxsize=8)
 def _arbiter_train_cached(
     path: str, mtime_ns: int, illegal_fraction: float, seed: int, size: int | None
 ) -> tuple[Problem, ...]:
-    truths = arbiter_truths_from_positions(read_jsonl(path), illegal_fraction, seed, size)
+    truths = arbiter_truths_from_positions(list(iter_jsonl(path)), illegal_fraction, seed, size, path)
     return tuple(arbiter_problem(t) for t in truths)
 
 
@@ -151,7 +165,11 @@ def _arbiter_train_cached(
 
 
 def _from_hub(split: str, cfg: Mapping) -> bool:
-    return cfg["kind"] == "rookworld7m" and (split == "train" or cfg["heldout"] == "hub")
+    if cfg["kind"] != "rookworld7m":
+        return False
+    if cfg["heldout"] not in HELDOUT_SOURCES:
+        raise ValueError(f"data.heldout={cfg['heldout']!r}: expected one of {' | '.join(HELDOUT_SOURCES)}")
+    return split == "train" or cfg["heldout"] == "hub"
 
 
 def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
@@ -177,7 +195,7 @@ def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
 
 
 def _check_kind(cfg: Mapping) -> None:
-    if cfg["kind"] not in ("bundled", "rookworld7m"):
+    if cfg["kind"] not in DATA_KINDS:
         raise ValueError(f"data.kind must be bundled | rookworld7m, got {cfg['kind']!r}")
 
 

@@ -14,8 +14,6 @@ is read directly (parquet with a `text` column, or JSONL(.gz) objects with a `te
 
 from __future__ import annotations
 
-import gzip
-import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -23,8 +21,19 @@ from pathlib import Path
 
 import chess
 
-from rookworld.data.annotate import HISTORY_LEN
-from rookworld.tasks import Candidate, PolicyTruth, Problem, arbiter_problem, arbiter_truth, parse_policy, policy_problem
+from rookworld.data.annotate import at_line, iter_jsonl
+from rookworld.data.positions import _check_split
+from rookworld.tasks import (
+    Candidate,
+    PolicyTruth,
+    Problem,
+    arbiter_problem,
+    arbiter_truth,
+    history_with_move,
+    parse_policy,
+    policy_problem,
+    render_arbiter_completion,
+)
 
 DEFAULT_REPO = "jrahn/rookworld_7m"
 DEFAULT_TRAIN_FILES = ("data/train-*.parquet",)
@@ -50,6 +59,12 @@ class RookWorldRows:
 
 def policy_truth_from_text(text: str) -> PolicyTruth | None:
     """A P: row -> PolicyTruth ranked by E descending, or None when the row is unusable."""
+    row = _policy_row(text)
+    return None if row is None else row[0]
+
+
+def _policy_row(text: str) -> tuple[PolicyTruth, bool] | None:
+    """A P: row -> (PolicyTruth, whether the published B differs from its rank-1 move), or None."""
     answer = parse_policy(text)
     fen = text[len("P:") : text.find("M:")].strip()
     if answer is None or not answer.moves or len(answer.moves) != len(answer.evals):
@@ -61,7 +76,8 @@ def policy_truth_from_text(text: str) -> PolicyTruth | None:
         key=lambda i: (-answer.evals[i], answer.moves[i] != answer.best_move, i),
     )
     candidates = tuple(Candidate(answer.moves[i], answer.evals[i]) for i in order)
-    return PolicyTruth(fen=fen, candidates=candidates)  # as published: the prompt the model saw
+    truth = PolicyTruth(fen=fen, candidates=candidates)  # as published: the prompt the model saw
+    return truth, answer.best_move != truth.best_move
 
 
 def _all_legal(fen: str, moves: list[str]) -> bool:
@@ -86,15 +102,14 @@ def arbiter_problem_from_text(text: str) -> tuple[Problem, bool] | None:
     if fields is None:
         return None
     fen, move, history = fields[0].strip(), fields[1].strip(), fields[2].split()
-    if not history or history[-1] != move:
-        history.append(move)
+    if history and history[-1] == move:  # published histories mostly end with the move already
+        history.pop()
     try:
-        truth = arbiter_truth(fen, move, history[-HISTORY_LEN:])
+        truth = arbiter_truth(fen, move, history_with_move(history, move))
     except ValueError:
         return None
-    published = [f.strip() for f in fields[3:]]
-    expected = [truth.next_fen, str(float(truth.reward)), str(int(truth.terminated)), str(int(truth.truncated))]
-    return arbiter_problem(truth), published != expected
+    published = "+".join(f.strip() for f in fields[3:])  # fields hold no "+": same as comparing them
+    return arbiter_problem(truth), published != render_arbiter_completion(truth)
 
 
 def problems_from_texts(
@@ -110,12 +125,12 @@ def problems_from_texts(
         if text.lstrip().startswith("P:"):
             if _full(policy, max_policy):
                 continue
-            truth = policy_truth_from_text(text)
-            if truth is None:
+            row = _policy_row(text)
+            if row is None:
                 skipped += 1
                 continue
-            relabelled += parse_policy(text).best_move != truth.best_move  # type: ignore[union-attr]
-            policy.append(policy_problem(truth))
+            policy.append(policy_problem(row[0]))
+            relabelled += row[1]
         elif not _full(arbiter, max_arbiter):
             converted = arbiter_problem_from_text(text)
             if converted is None:
@@ -138,11 +153,10 @@ def iter_texts(path: Path) -> Iterator[str]:
     if path.suffix == ".parquet":
         yield from _parquet_texts(path)
         return
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as f:
-        for line in f:
-            if line.strip():
-                yield json.loads(line)["text"]
+    for line_no, record in iter_jsonl(path):
+        with at_line(path, line_no):
+            text = record["text"]
+        yield text
 
 
 def _parquet_texts(path: Path) -> Iterator[str]:
@@ -171,10 +185,11 @@ def _download(entries: list[str], repo_id: str, revision: str | None) -> list[Pa
         else:
             files = [Path(hf_hub_download(repo_id, e, repo_type="dataset", revision=revision)) for e in entries]
     except Exception as exc:  # offline, unknown repo / file, auth: all one actionable message
+        reason = " ".join(str(exc).split())  # one line: hub errors span several
         raise DatasetUnavailableError(
-            f"cannot fetch {entries} from dataset {repo_id!r} ({type(exc).__name__}); offline? download "
-            f"it elsewhere and list local files in data.train_files / data.heldout_files"
-        ) from None
+            f"cannot fetch {entries} from dataset {repo_id!r} ({type(exc).__name__}: {reason}); offline? "
+            f"download it elsewhere and list local files in data.train_files / data.heldout_files"
+        ) from exc
     if not files:
         raise DatasetUnavailableError(f"no files match {entries} in dataset {repo_id!r} (data.train_files)")
     return files
@@ -194,8 +209,7 @@ def load_rookworld7m(
     max_arbiter_rows: int | None = None,
 ) -> RookWorldRows:
     """Problems from the dataset's train ("train") or test ("heldout") files."""
-    if split not in ("train", "heldout"):
-        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+    _check_split(split)
     entries = tuple(train_files if split == "train" else heldout_files)
     return _load_cached(entries, repo_id, revision, max_policy_rows, max_arbiter_rows)
 

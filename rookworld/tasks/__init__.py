@@ -16,6 +16,7 @@ from rookworld.tasks.arbiter import (
     arbiter_problem_from_game,
     arbiter_prompt,
     arbiter_truth,
+    history_with_move,
     parse_arbiter,
     render_arbiter_completion,
 )
@@ -26,5 +27,5 @@ __all__ = [
     "policy_prompt", "policy_problem", "render_policy_completion", "parse_policy",
     "ArbiterTruth", "ArbiterAnswer",
     "arbiter_prompt", "arbiter_truth", "arbiter_problem", "arbiter_problem_from_game",
-    "render_arbiter_completion", "parse_arbiter",
+    "history_with_move", "render_arbiter_completion", "parse_arbiter",
 ]

@@ -6,6 +6,7 @@ Document: "A: " + FEN + "+" + move + "+" + recent moves + "+" + next FEN + "+" +
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import chess
@@ -54,12 +55,17 @@ def arbiter_problem(truth: ArbiterTruth) -> Problem:
     return Problem(task="A", prompt_text=arbiter_prompt(truth.fen, truth.move, truth.history), truth=truth)
 
 
+def history_with_move(history: Sequence[str], move: str) -> list[str]:
+    """The history an A: prompt carries: `history` (oldest first) + `move`, the last MAX_HISTORY kept."""
+    return [*history, move][-MAX_HISTORY:]
+
+
 def arbiter_problem_from_game(board_before: chess.Board, move: str) -> Problem:
     """A: problem for playing `move` in a game. History = the last 10 moves of the board's move
     stack including `move`. The truth uses the whole move stack, so a fivefold repetition ends the
     game here as it does in the real game."""
-    past = [m.uci() for m in board_before.move_stack][-(MAX_HISTORY - 1):]
-    return arbiter_problem(_transition(board_before.copy(), move, past + [move]))
+    past = [m.uci() for m in board_before.move_stack]
+    return arbiter_problem(_transition(board_before.copy(), move, history_with_move(past, move)))
 
 
 def _transition(board: chess.Board, move: str, history: tuple[str, ...] | list[str]) -> ArbiterTruth:
