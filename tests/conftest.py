@@ -1,5 +1,6 @@
 """Shared fixtures: the tiny model (created, saved and loaded through the real loading path)."""
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,6 +19,12 @@ def tiny_tokenizer() -> ChessTokenizer:
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A tiny random GPT-2 (seed 0) saved in the hub format; treat the folder as read-only."""
     return create_tiny(tmp_path_factory.mktemp("tiny-model"), seed=0)
+
+
+@pytest.fixture
+def tiny_model_copy(tiny_model_dir: Path, tmp_path: Path) -> Path:
+    """A private copy of the tiny model folder per test (tests may delete or rewrite its files)."""
+    return Path(shutil.copytree(tiny_model_dir, tmp_path / "tiny-model"))
 
 
 @pytest.fixture

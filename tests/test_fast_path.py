@@ -9,18 +9,10 @@ import torch
 
 from rookworld.model.fast_sampling import PlainDecoder, StaticDecoder, make_decoder
 from rookworld.model.sampling import generate
+from train_helpers import PROMPT_TEXTS, prompt_ids
 
-PROMPT_TEXTS = [
-    "P: rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
-    "A: 8/8/8/4k3/8/8/4K3/8 w - - 0 1+e2e3+e2e3+",
-    "P: 8/8/8/8/8/8/8/K1k5 w - - 0 1",
-]
 SETTINGS = [dict(greedy=True), dict(temperature=1.0), dict(temperature=0.7, top_k=20),
             dict(temperature=1.3, top_p=0.8)]
-
-
-def prompt_ids(tokenizer, repeat: int = 2) -> list[list[int]]:
-    return [[tokenizer.eos_id] + tokenizer.encode(text) for text in PROMPT_TEXTS] * repeat
 
 
 def early_stop_ids(model, tokenizer, prompts) -> list[int]:
@@ -39,7 +31,7 @@ def assert_same_generation(plain, fast, logprob_tol: float) -> None:
 @pytest.mark.parametrize("settings", SETTINGS, ids=lambda s: "-".join(f"{k}{v}" for k, v in s.items()))
 def test_decoder_gives_the_plain_samplers_tokens(tiny_model, settings):
     model, tokenizer = tiny_model
-    prompts = prompt_ids(tokenizer)
+    prompts = prompt_ids(tokenizer, repeat=2)
     caps = [30, 9, 21, 14, 30, 5]
     stops = early_stop_ids(model, tokenizer, prompts)
     common = dict(stop_ids=stops, pad_id=tokenizer.pad_id, **settings)
@@ -68,7 +60,7 @@ def test_decoder_buffers_serve_many_batches(tiny_model):
 
 def test_decoder_sees_weight_updates(tiny_model):
     model, tokenizer = tiny_model
-    prompts = prompt_ids(tokenizer)
+    prompts = prompt_ids(tokenizer, repeat=2)
     decoder = StaticDecoder(model)
     before = decoder.generate(prompts, [6] * 6, greedy=True, pad_id=tokenizer.pad_id)
     with torch.no_grad():
@@ -80,7 +72,7 @@ def test_decoder_sees_weight_updates(tiny_model):
 
 def test_ignore_stops_runs_every_row_to_its_cap(tiny_model):
     model, tokenizer = tiny_model
-    prompts = prompt_ids(tokenizer)
+    prompts = prompt_ids(tokenizer, repeat=2)
     caps = [10, 4, 7, 10, 4, 7]
     stops = early_stop_ids(model, tokenizer, prompts)
     for decoder in (StaticDecoder(model, ignore_stops=True), PlainDecoder(model, ignore_stops=True)):
@@ -90,7 +82,7 @@ def test_ignore_stops_runs_every_row_to_its_cap(tiny_model):
 
 def test_results_do_not_alias_the_decoders_buffers(tiny_model):
     model, tokenizer = tiny_model
-    prompts = prompt_ids(tokenizer)
+    prompts = prompt_ids(tokenizer, repeat=2)
     decoder = StaticDecoder(model)
     first = decoder.generate(prompts, [5] * 6, greedy=True, pad_id=tokenizer.pad_id)
     kept = first.completion_ids.clone()
@@ -120,7 +112,7 @@ def test_activation_checkpointing_changes_nothing_but_memory(tiny_model):
         logp.sum().backward()
         results.append((logp.detach(), [p.grad.clone() for p in model.parameters()]))
     assert torch.equal(results[0][0], results[1][0])
-    assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1]))
+    assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1], strict=True))
 
 
 def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
@@ -169,7 +161,7 @@ def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, setting
     for name, value in layout.items():
         monkeypatch.setattr(decode_kernels, name, value)
     model, tokenizer = tiny_model
-    prompts = prompt_ids(tokenizer)
+    prompts = prompt_ids(tokenizer, repeat=2)
     caps = [16, 9, 12, 7, 16, 5]
     common = dict(stop_ids=early_stop_ids(model, tokenizer, prompts), pad_id=tokenizer.pad_id, **settings)
     plain = generate(model, prompts, caps, generator=torch.Generator().manual_seed(3), **common)
@@ -198,7 +190,7 @@ def test_fused_logprobs_match_the_chunked_path(tiny_model):
         outputs[fused] = logp.detach(), entropy.detach(), [p.grad.clone() for p in model.parameters()]
     (logp_a, entropy_a, grads_a), (logp_b, entropy_b, grads_b) = outputs[False], outputs[True]
     assert (logp_a - logp_b).abs().max() < 1e-5 and (entropy_a - entropy_b).abs().max() < 1e-5
-    for a, b in zip(grads_a, grads_b):
+    for a, b in zip(grads_a, grads_b, strict=True):
         assert (a - b).norm() <= 1e-5 * a.norm() + 1e-7
 
 

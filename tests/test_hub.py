@@ -1,7 +1,6 @@
 """Loading and saving: one-line errors, the tiny model entry point, exact round trips."""
 
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -40,20 +39,12 @@ def test_offline_and_not_cached_names_repo_and_model_path(tmp_path):
     assert REPO in message and "model.path" in message and f"hf download {REPO}" in message
 
 
-def test_folder_without_safetensors_names_the_file(tmp_path, tiny_model_dir):
-    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
-    (tmp_path / "model.safetensors").unlink()
+@pytest.mark.parametrize("missing", ["model.safetensors", "config.json"])
+def test_folder_without_a_file_names_the_file(tiny_model_copy, missing):
+    (tiny_model_copy / missing).unlink()
     with pytest.raises(ModelLoadError) as error:
-        load_pretrained(str(tmp_path))
-    assert str(tmp_path / "model.safetensors") in assert_one_line(error)
-
-
-def test_missing_config_names_the_file(tmp_path, tiny_model_dir):
-    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
-    (tmp_path / "config.json").unlink()
-    with pytest.raises(ModelLoadError) as error:
-        load_pretrained(str(tmp_path))
-    assert str(tmp_path / "config.json") in assert_one_line(error)
+        load_pretrained(str(tiny_model_copy))
+    assert str(tiny_model_copy / missing) in assert_one_line(error)
 
 
 def rewrite_tensors(directory, change) -> None:
@@ -62,21 +53,19 @@ def rewrite_tensors(directory, change) -> None:
     safetensors.torch.save_file(tensors, str(directory / "model.safetensors"))
 
 
-def test_wrong_shape_names_tensor_and_both_shapes(tmp_path, tiny_model_dir):
-    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
+def test_wrong_shape_names_tensor_and_both_shapes(tiny_model_copy):
     name = "transformer.h.1.mlp.c_fc.weight"  # Conv1D layout on disk: [64, 256]
-    rewrite_tensors(tmp_path, lambda t: t.update({name: torch.zeros(64, 128)}))
+    rewrite_tensors(tiny_model_copy, lambda t: t.update({name: torch.zeros(64, 128)}))
     with pytest.raises(ModelLoadError) as error:
-        load_pretrained(str(tmp_path))
+        load_pretrained(str(tiny_model_copy))
     message = assert_one_line(error)
     assert name in message and "[64, 128]" in message and "[64, 256]" in message
 
 
-def test_missing_tensor_is_named(tmp_path, tiny_model_dir):
-    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
-    rewrite_tensors(tmp_path, lambda t: t.pop("transformer.h.0.ln_2.bias"))
+def test_missing_tensor_is_named(tiny_model_copy):
+    rewrite_tensors(tiny_model_copy, lambda t: t.pop("transformer.h.0.ln_2.bias"))
     with pytest.raises(ModelLoadError) as error:
-        load_pretrained(str(tmp_path))
+        load_pretrained(str(tiny_model_copy))
     assert "transformer.h.0.ln_2.bias" in assert_one_line(error)
 
 
@@ -97,8 +86,9 @@ def test_save_load_round_trip_is_exact(tmp_path, tiny_model):
     loaded, loaded_tokenizer = load_pretrained(str(tmp_path))
     assert loaded.config == model.config
     assert loaded_tokenizer.tokenizer.to_str() == tokenizer.tokenizer.to_str()
-    for (name, ours), theirs in zip(loaded.state_dict().items(), model.state_dict().values()):
-        assert torch.equal(ours, theirs), name
+    for (name, ours), (their_name, theirs) in zip(loaded.state_dict().items(), model.state_dict().items(),
+                                                  strict=True):
+        assert name == their_name and torch.equal(ours, theirs), name
 
 
 def test_create_tiny_is_seeded(tmp_path):

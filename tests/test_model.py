@@ -2,7 +2,6 @@
 
 import json
 import random
-import shutil
 from pathlib import Path
 
 import chess
@@ -119,12 +118,11 @@ def test_kv_cache_overflow_raises():
         model(torch.ones((1, 5), dtype=torch.long), kv_cache=cache)
 
 
-def test_checkpoint_dropout_is_ignored(tmp_path, tiny_model_dir):
-    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
-    config = json.loads((tmp_path / "config.json").read_text())
+def test_checkpoint_dropout_is_ignored(tiny_model_copy):
+    config = json.loads((tiny_model_copy / "config.json").read_text())
     config.update(resid_pdrop=0.1, embd_pdrop=0.1, attn_pdrop=0.1, summary_first_dropout=0.1)
-    (tmp_path / "config.json").write_text(json.dumps(config))
-    model, tokenizer = load_pretrained(str(tmp_path))
+    (tiny_model_copy / "config.json").write_text(json.dumps(config))
+    model, tokenizer = load_pretrained(str(tiny_model_copy))
     assert not any(isinstance(module, torch.nn.Dropout) for module in model.modules())
     model.train()
     ids = torch.tensor([[tokenizer.eos_id] + tokenizer.encode("P: 8/8/8/8/8/8/8/8 w - - 0 1")])
@@ -136,21 +134,22 @@ def test_bf16_weights_are_cast_to_requested_dtype(tmp_path, tiny_tokenizer):
     save_pretrained(model, tiny_tokenizer, tmp_path)
     loaded, _ = load_pretrained(str(tmp_path), dtype=torch.float32)
     assert loaded.wte.weight.dtype == torch.float32
-    for (name, ours), theirs in zip(loaded.state_dict().items(), model.state_dict().values()):
-        assert torch.equal(ours, theirs.float()), name
+    for (name, ours), (their_name, theirs) in zip(loaded.state_dict().items(), model.state_dict().items(),
+                                                  strict=True):
+        assert name == their_name and torch.equal(ours, theirs.float()), name
 
 
-def test_loads_unprefixed_names_with_lm_head_and_mask_buffers(tmp_path, tiny_model_dir):
-    shutil.copytree(tiny_model_dir, tmp_path, dirs_exist_ok=True)
-    tensors = safetensors.torch.load_file(str(tmp_path / "model.safetensors"))
+def test_loads_unprefixed_names_with_lm_head_and_mask_buffers(tiny_model_copy, tiny_model_dir):
+    tensors = safetensors.torch.load_file(str(tiny_model_copy / "model.safetensors"))
     tensors = {name.removeprefix("transformer."): t for name, t in tensors.items()}
     tensors["lm_head.weight"] = tensors["wte.weight"].clone()
     tensors["h.0.attn.bias"] = torch.ones(1, 1, 8, 8)
-    safetensors.torch.save_file(tensors, str(tmp_path / "model.safetensors"))
-    model, _ = load_pretrained(str(tmp_path))
+    safetensors.torch.save_file(tensors, str(tiny_model_copy / "model.safetensors"))
+    model, _ = load_pretrained(str(tiny_model_copy))
     reference, _ = load_pretrained(str(tiny_model_dir))
-    for ours, theirs in zip(model.state_dict().values(), reference.state_dict().values()):
-        assert torch.equal(ours, theirs)
+    for (name, ours), (their_name, theirs) in zip(model.state_dict().items(), reference.state_dict().items(),
+                                                  strict=True):
+        assert name == their_name and torch.equal(ours, theirs), name
 
 
 def test_tokenizer_reads_gpt2_style_vocab_and_merges(tmp_path, tiny_tokenizer):

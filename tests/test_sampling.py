@@ -2,19 +2,12 @@
 
 import torch
 
-from rookworld.model.hub import create_tiny, load_model
+from rookworld.model.gpt2 import GPT
+from rookworld.model.hub import create_tiny, load_model, save_pretrained
 from rookworld.model.logprobs import token_logprobs
 from rookworld.model.sampling import generate, keep_top_k, keep_top_p
-
-PROMPT_TEXTS = [
-    "P: rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
-    "A: 8/8/8/4k3/8/8/4K3/8 w - - 0 1+e2e3+e2e3+",
-    "P: 8/8/8/8/8/8/8/K1k5 w - - 0 1",
-]
-
-
-def prompt_ids(tokenizer) -> list[list[int]]:
-    return [[tokenizer.eos_id] + tokenizer.encode(text) for text in PROMPT_TEXTS]
+from rookworld.model.tokenizer import ChessTokenizer
+from train_helpers import prompt_ids
 
 
 def test_greedy_batched_equals_one_by_one_with_early_stops(tiny_model):
@@ -28,7 +21,7 @@ def test_greedy_batched_equals_one_by_one_with_early_stops(tiny_model):
     stop_ids = [tokenizer.eos_id, tokenizer.newline_id, early_stop]
 
     batched = generate(model, prompts, caps, greedy=True, stop_ids=stop_ids, pad_id=tokenizer.pad_id)
-    for row, (prompt, cap) in enumerate(zip(prompts, caps)):
+    for row, (prompt, cap) in enumerate(zip(prompts, caps, strict=True)):
         alone = generate(model, [prompt], [cap], greedy=True, stop_ids=stop_ids, pad_id=tokenizer.pad_id)
         assert batched.completions()[row] == alone.completions()[0]
         length = int(alone.completion_mask.sum())
@@ -127,7 +120,7 @@ def test_token_logprobs_chunking_and_gradients(tiny_model):
         (logp[out.completion_mask].sum() + entropy.mean()).backward()
         grads.append(torch.cat([p.grad.flatten() for p in model.parameters()]))
         results.append((logp.detach(), entropy.detach()))
-    for (logp, entropy), grad in zip(results[1:], grads[1:]):
+    for (logp, entropy), grad in zip(results[1:], grads[1:], strict=True):
         assert torch.allclose(logp, results[0][0], atol=1e-6)
         assert torch.allclose(entropy, results[0][1], atol=1e-5)
         assert torch.allclose(grad, grads[0], atol=1e-5)
@@ -142,10 +135,21 @@ def test_token_logprobs_chunking_and_gradients(tiny_model):
 def test_tiny_model_save_load_sample_round_trip(tmp_path):
     directory = create_tiny(tmp_path / "tiny", seed=1)
     model, tokenizer = load_model(path=str(directory))
-    prompts = [[tokenizer.eos_id] + tokenizer.encode(text) for text in PROMPT_TEXTS]
-    out = generate(model, prompts, [20, 20, 20], temperature=1.0, top_k=40,
-                   stop_ids=[tokenizer.eos_id, tokenizer.newline_id], pad_id=tokenizer.pad_id,
-                   generator=torch.Generator().manual_seed(0))
+    built = GPT(model.config)  # what create_tiny saved, never written to disk
+    built.init_weights(torch.Generator().manual_seed(1))
+    save_pretrained(model, tokenizer, tmp_path / "saved_again")
+    reloaded, reloaded_tokenizer = load_model(path=str(tmp_path / "saved_again"))
+
+    def sample(policy, tok):
+        return generate(policy.eval(), prompt_ids(tok), [20, 20, 20], temperature=1.0, top_k=40,
+                        stop_ids=[tok.eos_id, tok.newline_id], pad_id=tok.pad_id,
+                        generator=torch.Generator().manual_seed(0))
+
+    out = sample(model, tokenizer)
     texts = [tokenizer.decode(ids) for ids in out.completions()]
-    assert all(isinstance(text, str) for text in texts)
+    for policy, tok in ((built, ChessTokenizer.tiny()), (reloaded, reloaded_tokenizer)):
+        again = sample(policy, tok)
+        assert torch.equal(again.completion_ids, out.completion_ids)
+        assert torch.equal(again.completion_mask, out.completion_mask)
+        assert [tok.decode(ids) for ids in again.completions()] == texts
     assert all(1 <= len(ids) <= 20 for ids in out.completions())

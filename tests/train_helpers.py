@@ -2,6 +2,7 @@
 
 P: completions are cut at 24 tokens (fast, always malformed); A: completions fit in 60 tokens, so
 A: rewards vary and GRPO has a signal (task_mix=env_only for the tests that need one).
+Also the prompts the sampling tests decode from.
 """
 from pathlib import Path
 
@@ -18,3 +19,15 @@ TINY_RUN = ["experiment=quickstart", "steps=2", "eval.every=0", "eval.num_policy
 def tiny_config(tmp_path: Path, *overrides: str) -> DictConfig:
     with initialize_config_dir(config_dir=CONF_DIR):
         return compose("config", overrides=[*TINY_RUN, f"checkpoint.dir={tmp_path}/checkpoints", *overrides])
+
+
+PROMPT_TEXTS = [
+    "P: rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1",
+    "A: 8/8/8/4k3/8/8/4K3/8 w - - 0 1+e2e3+e2e3+",
+    "P: 8/8/8/8/8/8/8/K1k5 w - - 0 1",
+]
+
+
+def prompt_ids(tokenizer, repeat: int = 1) -> list[list[int]]:
+    """PROMPT_TEXTS as model prompts (end-of-text first), the whole list `repeat` times."""
+    return [[tokenizer.eos_id] + tokenizer.encode(text) for text in PROMPT_TEXTS] * repeat
