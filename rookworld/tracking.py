@@ -36,10 +36,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -67,10 +67,12 @@ RUN_STATUS = {
     "pruned": "KILLED",
     "failed": "FAILED",
 }
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+TRACKING_CONFIG = CONF_DIR / "tracking" / "mlflow.yaml"  # its defaults, for the CLIs outside Hydra
+MAX_PARAMS_TAGS_PER_BATCH = 100  # MLflow's limit on params, and on tags, in one log_batch
+MAX_TAG_LENGTH = 8000  # MLflow's limit on a tag value
 _MAX_METRICS_PER_BATCH = 1000
-_MAX_PARAMS_PER_BATCH = 100
 _MAX_KEY_LENGTH = 250
-_MAX_TAG_LENGTH = 8000
 _MAX_REASON_LENGTH = 1000
 _INVALID_KEY_CHARS = re.compile(r"[^/\w.\- :]")
 
@@ -94,7 +96,8 @@ class TrackingSettings:
     connect_timeout_s: float
 
     @classmethod
-    def from_config(cls, tracking: DictConfig) -> TrackingSettings:
+    def from_config(cls, tracking: DictConfig, base_dir: str) -> TrackingSettings:
+        """Settings of `tracking` (a conf/tracking node); a relative sqlite path resolves against base_dir."""
         backend = str(tracking.backend)
         if backend not in BACKENDS:
             raise ValueError(f"tracking.backend must be one of {BACKENDS}, got {backend!r}")
@@ -102,7 +105,7 @@ class TrackingSettings:
             return cls(backend, "", "", None, None, 0.0, 0, 0.0)
         return cls(
             backend=backend,
-            uri=str(tracking.uri),
+            uri=resolve_uri(str(tracking.uri), base_dir),
             experiment=str(tracking.experiment),
             run_name=tracking.run_name,
             artifact_location=tracking.artifact_location,
@@ -200,6 +203,11 @@ def one_line(exc: BaseException) -> str:
     return text[:_MAX_REASON_LENGTH]
 
 
+def overrides_tag(overrides: Iterable[Any]) -> str:
+    """The `rookworld.overrides` tag value: the overrides, space-separated, cut to MLflow's tag limit."""
+    return " ".join(str(o) for o in overrides)[:MAX_TAG_LENGTH]
+
+
 def sanitize_key(key: str) -> str:
     """A metric/param key MLflow accepts: allowed characters only, no empty or '..' segments."""
     cleaned = _INVALID_KEY_CHARS.sub("_", str(key))
@@ -247,7 +255,7 @@ def git_state(repo_dir: Path) -> dict[str, str]:
     try:
         commit = _git(repo_dir, "rev-parse", "HEAD")
         dirty = bool(_git(repo_dir, "status", "--porcelain", "--untracked-files=no"))
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except (OSError, subprocess.SubprocessError) as exc:  # no git, not a repository, or git hung
         log.warning("git state unknown for %s (%s)", repo_dir, one_line(exc))
         return {"git.commit": "unknown", "git.dirty": "unknown"}
     return {"git.commit": commit, "git.dirty": json.dumps(dirty)}
@@ -334,6 +342,13 @@ def open_store(settings: TrackingSettings) -> MlflowClient:
             "set tracking.uri=... or tracking=none"
         ) from exc
     return client
+
+
+def find_experiment(settings: TrackingSettings) -> tuple[MlflowClient, str] | None:
+    """A client on the store and the id of `settings.experiment`, or None when the store has no such experiment."""
+    client = open_store(settings)
+    experiment = client.get_experiment_by_name(settings.experiment)
+    return None if experiment is None else (client, experiment.experiment_id)
 
 
 def get_or_create_experiment(client: MlflowClient, settings: TrackingSettings) -> str:
@@ -579,12 +594,11 @@ class Tracker:
             self.outcome = "success"
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))
         status = "KILLED" if interrupted else RUN_STATUS[self.outcome]
-        if exc is None:
-            self._finish(status)
-            return
         try:
             self._finish(status)
         except Exception as finish_error:
+            if exc is None:
+                raise
             log.exception("closing the tracking run failed after the run raised")
             exc.add_note(f"closing the tracking run also failed: {one_line(finish_error)}")
 
@@ -727,7 +741,7 @@ class MlflowTracker(Tracker):
         if self.sweep is not None:
             tags[TRIAL_TAG] = str(self.sweep.trial)
             tags[STUDY_TAG] = self.sweep.study
-            tags[OVERRIDES_TAG] = " ".join(self.sweep.overrides)[:_MAX_TAG_LENGTH]
+            tags[OVERRIDES_TAG] = overrides_tag(self.sweep.overrides)
         return tags
 
     def _active(self) -> tuple[MlflowClient, str]:
@@ -762,8 +776,8 @@ class MlflowTracker(Tracker):
         params = truncate_params({sanitize_key(k): v for k, v in params.items()},
                                  self.settings.param_value_max)
         items = [Param(k, v) for k, v in params.items()]
-        for start in range(0, len(items), _MAX_PARAMS_PER_BATCH):
-            client.log_batch(run_id, params=items[start : start + _MAX_PARAMS_PER_BATCH])
+        for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
+            client.log_batch(run_id, params=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
         client.set_tag(run_id, "mlflow.source.git.commit", params["git.commit"])
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
@@ -802,11 +816,9 @@ class MlflowTracker(Tracker):
 
 def make_tracker(cfg: DictConfig) -> Tracker:
     """The tracker `cfg.tracking` asks for; relative sqlite paths resolve against Hydra's cwd."""
-    settings = TrackingSettings.from_config(cfg.tracking)
+    settings = TrackingSettings.from_config(cfg.tracking, hydra_base_dir())
     if settings.backend == "none":
         return NullTracker()
-    base_dir = hydra_base_dir()
-    settings = replace(settings, uri=resolve_uri(settings.uri, base_dir))
     return MlflowTracker(settings, sweep_context(cfg))
 
 

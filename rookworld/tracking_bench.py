@@ -21,7 +21,7 @@ from pathlib import Path
 
 from omegaconf import OmegaConf
 
-from rookworld.tracking import FlushStats, MlflowTracker, make_tracker
+from rookworld.tracking import TRACKING_CONFIG, FlushStats, MlflowTracker, make_tracker
 
 METRIC_NAMES = (
     "reward", "reward_std", "reward/P", "reward/A", "reward/P/format", "reward/P/best_move",
@@ -33,6 +33,7 @@ METRIC_NAMES = (
     "tokens_per_s", "num_tokens", "advantage_std",
 )
 TARGET_PERCENT = 5.0
+EXPERIMENT = "tracking_bench"
 
 
 @dataclass(frozen=True)
@@ -41,9 +42,6 @@ class BenchResult:
     close_ms: float
     wall_s: float
     flush: FlushStats
-
-
-TRACKING_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "tracking" / "mlflow.yaml"
 
 
 def realistic_metrics(step: int) -> dict[str, float]:
@@ -56,10 +54,12 @@ def busy_wait(ms: float) -> None:
         pass
 
 
-def bench_tracker(uri: str, steps: int, step_ms: float, flush_interval_s: float) -> BenchResult:
-    defaults = OmegaConf.load(TRACKING_CONFIG).tracking
-    settings = {"uri": uri, "experiment": "tracking_bench", "flush_interval_s": flush_interval_s}
-    cfg = OmegaConf.create({"seed": 0, "tracking": OmegaConf.merge(defaults, settings)})
+def bench_tracker(uri: str, steps: int, step_ms: float, flush_interval_s: float | None) -> BenchResult:
+    """Log `steps` steps through a Tracker; flush_interval_s None: conf/tracking/mlflow.yaml's."""
+    settings = {"uri": uri, "experiment": EXPERIMENT}
+    if flush_interval_s is not None:
+        settings["flush_interval_s"] = flush_interval_s
+    cfg = OmegaConf.create({"seed": 0, "tracking": OmegaConf.merge(OmegaConf.load(TRACKING_CONFIG).tracking, settings)})
     tracker = make_tracker(cfg)
     assert isinstance(tracker, MlflowTracker)
     call_ms: list[float] = []
@@ -83,7 +83,7 @@ def bench_synchronous(uri: str, steps: int) -> list[float]:
     from mlflow.entities import Metric
 
     client = MlflowClient(tracking_uri=uri)
-    experiment = client.get_experiment_by_name("tracking_bench")
+    experiment = client.get_experiment_by_name(EXPERIMENT)
     assert experiment is not None
     run_id = client.create_run(experiment.experiment_id, run_name="synchronous").info.run_id
     times = []
@@ -135,15 +135,21 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--step-ms", type=float, default=0.0,
                         help="simulated step time in ms (busy CPU); prints overhead in %%")
     parser.add_argument("--uri", default=None, help="tracking URI (default: a temporary sqlite store)")
-    parser.add_argument("--flush-interval-s", type=float, default=2.0)
+    parser.add_argument("--flush-interval-s", type=float, default=None,
+                        help="seconds between metric flushes (default tracking.flush_interval_s of "
+                             "conf/tracking/mlflow.yaml)")
     parser.add_argument("--sync-steps", type=int, default=50,
                         help="steps for the synchronous comparison")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    for option, value in (("--steps", args.steps), ("--sync-steps", args.sync_steps)):
+        if value is not None and value < 1:
+            parser.error(f"{option} {value}: must be >= 1")
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    steps = args.steps or (50 if args.step_ms > 0 else 1000)
+    steps = args.steps if args.steps is not None else (50 if args.step_ms > 0 else 1000)
     with tempfile.TemporaryDirectory(prefix="rookworld-bench-") as tmp:
         uri = args.uri or f"sqlite:///{Path(tmp) / 'mlflow.db'}"
         print(f"rookworld tracking benchmark: {len(METRIC_NAMES)} metrics per step, {steps} steps, {uri}",

@@ -242,9 +242,39 @@ def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> No
     study.tell(pruned, state=TrialState.PRUNED)  # as its job does
     time.sleep(0.01)
     heartbeat.beat()
-    assert study.trials[running.number].system_attrs[OWNER_ATTR]["heartbeat"] > first["heartbeat"]
-    with heartbeat:  # the thread starts and stops cleanly
-        pass
+    beaten = study.trials[running.number].system_attrs[OWNER_ATTR]["heartbeat"]
+    assert beaten > first["heartbeat"]
+
+    def stamp() -> float:
+        return study.trials[running.number].system_attrs[OWNER_ATTR]["heartbeat"]
+
+    live = Heartbeat(storage, interval_s=0.05)
+    live.own(trial_id(storage, "unit", running.number))
+    owned_at = stamp()
+    with live:  # its thread stamps the running trial again and again, unasked
+        deadline = time.monotonic() + 5  # liveness, not speed: ~100 beats are due by then
+        while stamp() <= owned_at:
+            assert time.monotonic() < deadline, "the heartbeat thread never stamped the running trial"
+            time.sleep(0.02)
+    stopped = stamp()
+    time.sleep(0.2)  # four intervals: a thread still running would stamp again
+    assert stamp() == stopped  # the thread was joined on exit
+
+
+def test_a_storage_that_cannot_be_opened_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rookworld.sweep.summarise import main as summarise
+    from rookworld.sweep.sweeper import RookworldOptunaSweeper
+
+    # a URL that is no URL; a database without its driver here (or, with one, without a server)
+    for url, reason in (("foo", "Could not parse SQLAlchemy URL"), ("mysql://u@localhost:1/optuna", "")):
+        with pytest.raises(ConfigError, match=f"^hydra.sweeper.storage='{url}': cannot open the Optuna storage .*{reason}"):
+            RookworldOptunaSweeper(sampler=OmegaConf.create({}), direction="maximize", storage=url, study_name="s",
+                                   n_trials=1, n_jobs=1, max_failure_rate=0.0, custom_search_space=None, params=None,
+                                   stale_retries=1, heartbeat_interval_s=30, grace_period_s=300)
+        assert summarise(["--study", "s", "--storage", url]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"rookworld: error: cannot open Optuna storage {url} (") and reason in err
+        assert err.count("\n") == 1
 
 
 def test_gpu_slots_are_exclusive_until_released(tmp_path: Path) -> None:

@@ -27,9 +27,9 @@ from typing import TextIO
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
-from rookworld.config import ConfigError
+from rookworld.config import require
 from rookworld.tracking import absolute_path, hydra_base_dir
 
 log = logging.getLogger(__name__)
@@ -88,9 +88,8 @@ def assign_gpu(cfg: DictConfig) -> str | None:
     gpus = visible_gpus()
     if not gpus:
         return None
-    per_gpu = OmegaConf.select(cfg, "trial.trials_per_gpu", default=1)
-    if not isinstance(per_gpu, int) or per_gpu < 1:
-        raise ConfigError(f"trial.trials_per_gpu={per_gpu!r}: must be an integer >= 1")
+    per_gpu = cfg.trial.trials_per_gpu
+    require(isinstance(per_gpu, int) and per_gpu >= 1, "trial.trials_per_gpu", per_gpu, "must be an integer >= 1")
     sweep_dir = absolute_path(str(HydraConfig.get().sweep.dir), hydra_base_dir())
     _held_slot, _held_lock = claim_slot(slot_dir(sweep_dir), len(gpus) * per_gpu)
     gpu = gpus[_held_slot % len(gpus)]

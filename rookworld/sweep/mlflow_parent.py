@@ -20,7 +20,6 @@ in full first.
 from __future__ import annotations
 
 import logging
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
@@ -36,7 +35,7 @@ from rookworld.tracking import (
     get_or_create_experiment,
     hydra_base_dir,
     open_store,
-    resolve_uri,
+    overrides_tag,
     study_name,
     write_parent_ref,
 )
@@ -59,8 +58,7 @@ def sweep_direction(config: DictConfig) -> Any:
 def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
     """Create the store, experiment and parent run; write the parent-run file in the sweep dir."""
     base_dir = hydra_base_dir()
-    settings = TrackingSettings.from_config(config.tracking)
-    settings = replace(settings, uri=resolve_uri(settings.uri, base_dir))
+    settings = TrackingSettings.from_config(config.tracking, base_dir)
     client = open_store(settings)
     experiment_id = get_or_create_experiment(client, settings)
     sweep_dir = absolute_path(str(config.hydra.sweep.dir), base_dir)
@@ -70,7 +68,7 @@ def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
         ROLE_TAG: "sweep_parent",
         STUDY_TAG: study,
         SWEEP_DIR_TAG: str(sweep_dir),
-        OVERRIDES_TAG: " ".join(str(o) for o in config.hydra.overrides.task)[:8000],
+        OVERRIDES_TAG: overrides_tag(config.hydra.overrides.task),
     }
     run = client.create_run(experiment_id, run_name=study, tags=tags)
     parent = ParentRef(run.info.run_id, experiment_id, settings.uri)

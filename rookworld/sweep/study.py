@@ -35,6 +35,7 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
+from sqlalchemy.exc import SQLAlchemyError
 
 from rookworld.tracking import absolute_path, resolve_uri
 
@@ -48,6 +49,7 @@ RETRIES_ATTR = "rookworld:retries"
 FAIL_REASON_ATTR = "fail_reason"
 JOURNAL_PREFIX = "journal:"
 _SQLITE_PREFIX = "sqlite:///"
+STORAGE_ERRORS = (ImportError, ValueError, SQLAlchemyError)  # open_storage: a bad URL, a missing DB driver, no server
 _SQLITE_LOCK_TIMEOUT_S = 60  # parallel jobs wait for SQLite's write lock instead of failing after 5 s
 
 

@@ -17,62 +17,70 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import replace
-from pathlib import Path
 
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from rookworld.sweep.summary import fetch_study_runs, study_dict, study_markdown, summarise_study
-from rookworld.tracking import TrackingError, TrackingSettings, open_store, resolve_uri
+from rookworld.tracking import CONF_DIR, TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment, one_line
 
-DEFAULT_STORAGE = "sqlite:///outputs/optuna/{study}.db"  # conf/sweep_storage/sqlite.yaml
-TRACKING_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "tracking" / "mlflow.yaml"
+STORAGE_CONFIG = CONF_DIR / "sweep_storage" / "sqlite.yaml"  # the sweeps' storage: its URL is the default here
 
 
-def parse_args(argv: list[str] | None) -> argparse.Namespace:
+def default_storage(study: str) -> str:
+    """The storage URL conf/sweep_storage/sqlite.yaml gives a sweep of this study."""
+    sweeper = {"study_name": study, **OmegaConf.to_container(OmegaConf.load(STORAGE_CONFIG))}
+    return str(OmegaConf.create({"hydra": {"sweeper": sweeper}}).hydra.sweeper.storage)
+
+
+def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m rookworld.sweep.summarise", description=__doc__.split("\n")[0])
     parser.add_argument("--study", required=True, help="study name (hydra.sweeper.study_name; a sweep's name)")
-    parser.add_argument("--storage", help=f"Optuna storage URL or journal:PATH (default {DEFAULT_STORAGE})")
-    parser.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", "sqlite:///mlflow.db"),
-                        help="MLflow tracking URI for the outcomes (default $MLFLOW_TRACKING_URI, else sqlite:///mlflow.db)")
-    parser.add_argument("--experiment", default="rookworld", help="MLflow experiment of the runs (tracking.experiment)")
+    parser.add_argument("--storage", help=f"Optuna storage URL or journal:PATH (default {default_storage('STUDY')})")
+    parser.add_argument("--tracking-uri", default=tracking.uri,
+                        help="MLflow tracking URI for the outcomes (default tracking.uri of conf/tracking/mlflow.yaml:"
+                             " %(default)s)")
+    parser.add_argument("--experiment", default=tracking.experiment,
+                        help="MLflow experiment of the runs (default tracking.experiment: %(default)s)")
     parser.add_argument("--no-mlflow", action="store_true", help="Optuna only: no outcomes")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
     return parser.parse_args(argv)
 
 
-def load_runs(args: argparse.Namespace, base_dir: str) -> list | None:
+def load_runs(args: argparse.Namespace, tracking: DictConfig, base_dir: str) -> list | None:
     """The study's MLflow runs, or None when MLflow is off or holds no such experiment."""
     if args.no_mlflow:
         return None
-    tracking = OmegaConf.load(TRACKING_CONFIG).tracking
     tracking.uri, tracking.experiment = args.tracking_uri, args.experiment
-    settings = TrackingSettings.from_config(tracking)
-    client = open_store(replace(settings, uri=resolve_uri(settings.uri, base_dir)))
-    experiment = client.get_experiment_by_name(args.experiment)
-    return None if experiment is None else fetch_study_runs(client, experiment.experiment_id, args.study)
+    found = find_experiment(TrackingSettings.from_config(tracking, base_dir))
+    return None if found is None else fetch_study_runs(*found, args.study)
 
 
 def main(argv: list[str] | None = None) -> int:
     import optuna
 
-    from rookworld.sweep.study import open_storage, storage_file
+    from rookworld.sweep.study import STORAGE_ERRORS, open_storage, storage_file
 
-    args = parse_args(argv)
+    tracking = OmegaConf.load(TRACKING_CONFIG).tracking
+    args = parse_args(argv, tracking)
     base_dir = os.getcwd()
-    url = args.storage or DEFAULT_STORAGE.format(study=args.study)
+    url = args.storage or default_storage(args.study)
     path = storage_file(url, base_dir)
     if path is not None and not path.exists():
         print(f"rookworld: error: no Optuna storage at {path} (run from the sweep's launch directory, or --storage)",
               file=sys.stderr)
         return 2
     try:
-        study = optuna.load_study(study_name=args.study, storage=open_storage(url, base_dir))
+        storage = open_storage(url, base_dir)
+    except STORAGE_ERRORS as error:
+        print(f"rookworld: error: cannot open Optuna storage {url} ({one_line(error)})", file=sys.stderr)
+        return 2
+    try:
+        study = optuna.load_study(study_name=args.study, storage=storage)
     except KeyError:
         print(f"rookworld: error: no study {args.study!r} in {url}", file=sys.stderr)
         return 2
     try:
-        runs = load_runs(args, base_dir)
+        runs = load_runs(args, tracking, base_dir)
     except TrackingError as error:
         print(f"rookworld: error: {error} (or --no-mlflow)", file=sys.stderr)
         return 2

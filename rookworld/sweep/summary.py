@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.tracking import (
+    MAX_PARAMS_TAGS_PER_BATCH,
+    MAX_TAG_LENGTH,
     OUTCOME_TAG,
     OUTCOMES,
     PARENT_TAG,
@@ -115,12 +117,6 @@ def normalise_direction(direction: Any) -> str:
     return name
 
 
-def fetch_children(client: MlflowClient, parent_run_id: str) -> list[Run]:
-    """All active runs tagged with this parent, across result pages."""
-    experiment_id = client.get_run(parent_run_id).info.experiment_id
-    return search_all_runs(client, experiment_id, f"tags.{PARENT_TAG} = '{parent_run_id}'")
-
-
 def search_all_runs(client: MlflowClient, experiment_id: str, query: str) -> list[Run]:
     """Every run matching `query`, across result pages."""
     runs: list[Run] = []
@@ -160,8 +156,9 @@ def summarise_children(
     client: MlflowClient, parent_run_id: str, direction: Any = "maximize"
 ) -> SweepSummary:
     parent = client.get_run(parent_run_id)
+    children = search_all_runs(client, parent.info.experiment_id, f"tags.{PARENT_TAG} = '{parent_run_id}'")
     trials = sorted(
-        (trial_result(run) for run in fetch_children(client, parent_run_id)),
+        (trial_result(run) for run in children),
         key=lambda t: (t.trial is None, t.trial or 0, t.start_time),
     )
     return SweepSummary(
@@ -355,18 +352,28 @@ def write_summary_files(
     ]
 
 
+def _log_values_and_tags(
+    client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str], step: int
+) -> None:
+    """`values` as metrics at `step` (one batch) and `tags` (cut to MLflow's tag length) on a run."""
+    from mlflow.entities import Metric, RunTag
+
+    timestamp = time.time_ns() // 1_000_000
+    client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
+    items = [RunTag(k, v[:MAX_TAG_LENGTH]) for k, v in tags.items()]
+    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
+        client.log_batch(run_id, tags=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
+
+
 def log_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> None:
     """Counts (metrics), best trial (metric + tags) and files (artifacts) on the parent run.
 
     Only metrics and tags are used, so summarising a study again updates it in place.
     """
-    from mlflow.entities import Metric, RunTag
-
     run_id = summary.parent_run_id
     with tempfile.TemporaryDirectory(prefix="rookworld-sweep-") as tmp:
         write_summary_files(client, summary, Path(tmp), top_k)
         client.log_artifacts(run_id, tmp, SUMMARY_ARTIFACT_DIR)
-    step = len(summary.trials)
     values = {"sweep.n_trials": len(summary.trials)}
     values.update({f"sweep.n_{o}": n for o, n in summary.counts.items()})
     tags = {"sweep.direction": summary.direction}
@@ -375,11 +382,7 @@ def log_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> 
         values["sweep.best_objective"] = best.objective
         tags.update({"sweep.best_run_id": best.run_id, "sweep.best_trial": str(best.trial)})
         tags.update({f"sweep.best.{k}": best.params.get(k, "") for k in summary.swept_params})
-    timestamp = time.time_ns() // 1_000_000
-    client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
-    items = [RunTag(k, v[:8000]) for k, v in tags.items()]
-    for start in range(0, len(items), 100):
-        client.log_batch(run_id, tags=items[start : start + 100])
+    _log_values_and_tags(client, run_id, values, tags, step=len(summary.trials))
 
 
 # ---------------------------------------------------------------- an Optuna study (rookworld's sweeper)
@@ -517,8 +520,6 @@ def study_dict(summary: StudySummary) -> dict[str, Any]:
 def log_study_summary(client: MlflowClient, parent_run_id: str, summary: StudySummary) -> None:
     """Optuna state counts and best trial (metrics `sweep.optuna.*`, tags) and the table
     (`sweep_summary/optuna_study.md`, `.json`) on the sweep's parent run."""
-    from mlflow.entities import Metric, RunTag
-
     with tempfile.TemporaryDirectory(prefix="rookworld-study-") as tmp:
         (Path(tmp) / f"{STUDY_ARTIFACT}.md").write_text(study_markdown(summary))
         (Path(tmp) / f"{STUDY_ARTIFACT}.json").write_text(json.dumps(study_dict(summary), indent=2, default=str))
@@ -530,9 +531,4 @@ def log_study_summary(client: MlflowClient, parent_run_id: str, summary: StudySu
         values["sweep.optuna.best_value"] = best.value
         tags["sweep.optuna.best_trial"] = str(best.number)
         tags.update({f"sweep.optuna.best.{k}": _fmt_param(v) for k, v in best.params.items()})
-    timestamp = time.time_ns() // 1_000_000
-    step = len(summary.trials)
-    client.log_batch(parent_run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
-    items = [RunTag(k, v[:8000]) for k, v in tags.items()]
-    for start in range(0, len(items), 100):
-        client.log_batch(parent_run_id, tags=items[start : start + 100])
+    _log_values_and_tags(client, parent_run_id, values, tags, step=len(summary.trials))

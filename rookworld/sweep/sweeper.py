@@ -31,7 +31,7 @@ import contextlib
 import functools
 import logging
 import types
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from hydra.core.utils import JobReturn, JobStatus
@@ -40,6 +40,7 @@ from hydra.utils import instantiate
 from hydra_plugins.hydra_optuna_sweeper.optuna_sweeper import OptunaSweeper
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
+from rookworld.sweep.mlflow_parent import tracking_enabled
 from rookworld.sweep.summary import normalise_direction
 from rookworld.tracking import (
     OUTCOME_TAG,
@@ -48,11 +49,10 @@ from rookworld.tracking import (
     TRIAL_TAG,
     TrackingSettings,
     absolute_path,
+    find_experiment,
     hydra_base_dir,
     one_line,
-    open_store,
     read_parent_ref,
-    resolve_uri,
 )
 
 if TYPE_CHECKING:
@@ -91,9 +91,10 @@ class SweepSettings:
 
 
 def config_error(key: str, value: Any, rule: str) -> None:
-    from rookworld.config import ConfigError  # imports torch: only when there is an error to raise
+    """Raise rookworld.config's one-line ConfigError "key=value: rule"."""
+    from rookworld.config import require  # imports torch: only when there is an error to raise
 
-    raise ConfigError(f"{key}={value!r}: {rule}")
+    require(False, key, value, rule)
 
 
 class RookworldOptunaSweeper(OptunaSweeper):
@@ -110,11 +111,11 @@ class RookworldOptunaSweeper(OptunaSweeper):
         max_failure_rate: float,
         custom_search_space: str | None,
         params: DictConfig | None,
-        stale_retries: int = 1,
-        heartbeat_interval_s: float = 30.0,
-        grace_period_s: float = 300.0,
+        stale_retries: int,
+        heartbeat_interval_s: float,
+        grace_period_s: float,
     ) -> None:
-        from rookworld.sweep.study import open_storage
+        from rookworld.sweep.study import STORAGE_ERRORS, open_storage
 
         if not isinstance(storage, str) or not storage:
             config_error("hydra.sweeper.storage", storage, "expected a storage URL (sweep_storage=...)")
@@ -122,7 +123,10 @@ class RookworldOptunaSweeper(OptunaSweeper):
             config_error("hydra.sweeper.direction", direction, "one direction: the objective is one float")
         self.settings = SweepSettings(str(study_name or ""), normalise_direction(direction), int(n_trials),
                                       int(stale_retries), float(heartbeat_interval_s), float(grace_period_s))
-        self.storage = open_storage(storage, hydra_base_dir())
+        try:
+            self.storage = open_storage(storage, hydra_base_dir())
+        except STORAGE_ERRORS as error:
+            config_error("hydra.sweeper.storage", storage, f"cannot open the Optuna storage ({one_line(error)})")
         self._storage_url = storage
         super().__init__(sampler, self.settings.direction, self.storage, study_name, n_trials, n_jobs,
                          max_failure_rate, custom_search_space, params)
@@ -199,13 +203,9 @@ class RookworldOptunaSweeper(OptunaSweeper):
     def _mlflow(self) -> tuple[MlflowClient, str] | None:
         """The tracking client and experiment id of this sweep's runs, or None (tracking off / no runs yet)."""
         assert self._config is not None
-        if OmegaConf.select(self._config, "tracking.backend", default="none") != "mlflow":
+        if not tracking_enabled(self._config):
             return None
-        settings = TrackingSettings.from_config(self._config.tracking)
-        settings = replace(settings, uri=resolve_uri(settings.uri, hydra_base_dir()))
-        client = open_store(settings)
-        experiment = client.get_experiment_by_name(settings.experiment)
-        return None if experiment is None else (client, experiment.experiment_id)
+        return find_experiment(TrackingSettings.from_config(self._config.tracking, hydra_base_dir()))
 
     def _end_stale_mlflow_runs(self, stale: list[StaleTrial]) -> None:
         """A killed job leaves its MLflow run RUNNING with outcome `running`: end it `failed` (KILLED)."""
