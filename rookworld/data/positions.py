@@ -64,7 +64,7 @@ def policy_truth_from_record(record: dict) -> PolicyTruth:
 
 def load_policy_problems(split: str, source: Source = None) -> list[Problem]:
     """P: problems of `split` ("train" | "heldout"), in file order."""
-    _check_split(split)
+    check_split(split)
     if isinstance(source, Mapping):
         return _policy_from_config(split, source)
     path = Path(source) if source is not None else BUNDLED[f"policy_{split}"]
@@ -130,7 +130,7 @@ def load_arbiter_problems(
 ) -> list[Problem]:
     """A: problems. "heldout": the A: case file (all rows); "train": built from `size` training
     positions (None = all)."""
-    _check_split(split)
+    check_split(split)
     if isinstance(source, Mapping):
         return _arbiter_from_config(split, source)
     if not 0.0 <= illegal_fraction <= 1.0:
@@ -199,7 +199,7 @@ def _check_kind(cfg: Mapping) -> None:
         raise ValueError(f"data.kind must be bundled | rookworld7m, got {cfg['kind']!r}")
 
 
-def _check_split(split: str) -> None:
+def check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
 

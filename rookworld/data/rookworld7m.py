@@ -22,7 +22,7 @@ from pathlib import Path
 import chess
 
 from rookworld.data.annotate import at_line, iter_jsonl
-from rookworld.data.positions import _check_split
+from rookworld.data.positions import check_split
 from rookworld.tasks import (
     Candidate,
     PolicyTruth,
@@ -209,7 +209,7 @@ def load_rookworld7m(
     max_arbiter_rows: int | None = None,
 ) -> RookWorldRows:
     """Problems from the dataset's train ("train") or test ("heldout") files."""
-    _check_split(split)
+    check_split(split)
     entries = tuple(train_files if split == "train" else heldout_files)
     return _load_cached(entries, repo_id, revision, max_policy_rows, max_arbiter_rows)
 
