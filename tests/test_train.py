@@ -15,7 +15,7 @@ from rookworld.config import ConfigError, validate, validate_bench, validate_sft
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-from rookworld.evaluate import perfect_completion
+from rookworld.tasks import perfect_completion
 from rookworld.model.sampling import Generation
 from rookworld.rollout import Rollout
 from rookworld.tracking import make_tracker
