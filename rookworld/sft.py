@@ -29,12 +29,13 @@ from omegaconf import DictConfig
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
 from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_sft
-from rookworld.data.annotate import classify_position, position_key, random_game_positions
+from rookworld.data.move_cases import classify_position, random_game_positions
+from rookworld.data.records import position_key
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-from rookworld.evaluate import evaluate, perfect_completion
+from rookworld.evaluate import evaluate
 from rookworld.model.hub import ModelLoadError, save_pretrained
 from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move
+from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move, perfect_completion
 from rookworld.tasks.policy import render_policy_completion
 from rookworld.tracking import make_tracker
 from rookworld.train import eval_problems, load_policy

@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 
 from rookworld.data import annotate, rookworld7m
 from rookworld.data.load_time import derive_arbiter_train_uncached, load_files_uncached
-from rookworld.data.annotate import position_key, read_jsonl
+from rookworld.data.records import position_key, read_jsonl
 from rookworld.data.positions import (
     BUNDLED,
     ProblemSampler,

@@ -9,7 +9,7 @@ Sources (the `source` argument of the loaders):
 A: training transitions are built from the training positions: a seeded sample of `size` of them
 (None = all; the python-chess truths cost ~0.2 ms per transition, so the default keeps start-up
 fast), then for each, in file order, with probability `illegal_fraction` an illegal move (of the
-kinds in annotate.illegal_moves), else a uniformly random legal move, all drawn from one
+kinds in move_cases.illegal_moves), else a uniformly random legal move, all drawn from one
 random.Random(seed). History = the position's history + [move], trimmed to the last 10 moves.
 Ground truth always comes from python-chess (rookworld.tasks.arbiter_truth), never from a
 stored label.
@@ -26,7 +26,9 @@ from typing import Any
 
 import chess
 
-from rookworld.data.annotate import at_line, illegal_moves, iter_jsonl
+from rookworld.data.move_cases import illegal_moves
+from rookworld.data.records import at_line, check_split, iter_jsonl
+from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
     ArbiterTruth,
     Candidate,
@@ -44,7 +46,6 @@ BUNDLED = {
     "policy_heldout": BUNDLED_DIR / "heldout.jsonl",
     "arbiter_heldout": BUNDLED_DIR / "heldout_arbiter.jsonl",
 }
-SPLITS = ("train", "heldout")
 DATA_KINDS = ("bundled", "rookworld7m")  # data.kind
 HELDOUT_SOURCES = ("bundled", "hub")  # data.heldout of kind rookworld7m
 DEFAULT_ILLEGAL_FRACTION = 0.1
@@ -175,8 +176,6 @@ def _from_hub(split: str, cfg: Mapping) -> bool:
 def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
-        from rookworld.data.rookworld7m import load_rookworld7m_config
-
         return list(load_rookworld7m_config(split, cfg).policy)
     return load_policy_problems(split, cfg[f"policy_{split}"])
 
@@ -184,8 +183,6 @@ def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
 def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
-        from rookworld.data.rookworld7m import load_rookworld7m_config
-
         return list(load_rookworld7m_config(split, cfg).arbiter)
     if split == "heldout":
         return load_arbiter_problems(split, cfg["arbiter_heldout"])
@@ -197,11 +194,6 @@ def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
 def _check_kind(cfg: Mapping) -> None:
     if cfg["kind"] not in DATA_KINDS:
         raise ValueError(f"data.kind must be bundled | rookworld7m, got {cfg['kind']!r}")
-
-
-def check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
 
 
 def _file_key(path: Path) -> tuple[str, int]:

@@ -21,8 +21,7 @@ from pathlib import Path
 
 import chess
 
-from rookworld.data.annotate import at_line, iter_jsonl
-from rookworld.data.positions import check_split
+from rookworld.data.records import at_line, check_split, iter_jsonl
 from rookworld.tasks import (
     Candidate,
     PolicyTruth,
