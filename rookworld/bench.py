@@ -37,13 +37,15 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.bench_checks import self_check
-from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_bench
-from rookworld.model.fast_sampling import PlainDecoder
+from rookworld.components import load_policy, make_reference, make_sampler
+from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_bench
+from rookworld.errors import exit_on_user_error
+from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.hub import ModelLoadError
+from rookworld.model.sampling import PlainDecoder
 from rookworld.model.tokenizer import ChessTokenizer
 from rookworld.tracking import NullTracker
-from rookworld.train import load_policy, make_reference, make_sampler
 from rookworld.trainer import Trainer
 
 PHASES = ("generation", "scoring", "logprobs", "update")
@@ -79,24 +81,19 @@ def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
 
 
 def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
-    """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`."""
+    """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`, with the
+    chosen decoder (bench.full_length: stops ignored) and a device sync per phase (exact phase times)."""
     device = policy.wte.weight.device
-    trainer = Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
-                      reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker())
     full = bool(cfg.bench.full_length)
-    if decoder == "plain" or trainer.decoder is None:
-        trainer.decoder = PlainDecoder(policy, ignore_stops=full)
-    else:
-        trainer.decoder.ignore_stops = full
-    trainer.sync_phases = True
-    return trainer
+    chosen = make_decoder(policy, ignore_stops=full) if decoder == "fast" else PlainDecoder(policy, ignore_stops=full)
+    return Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
+                   reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker(),
+                   decoder=chosen, sync_phases=True)
 
 
 def release(trainer: Trainer) -> None:
     """Free the trainer's GPU memory now (the next trainer's numbers start clean)."""
-    trainer.decoder.close()
-    trainer.policy.zero_grad(set_to_none=True)
-    trainer.policy = trainer.reference = trainer.optimizer = trainer.decoder = None
+    trainer.close()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -278,11 +275,8 @@ def shapes(cfg: DictConfig) -> str:
 
 @hydra.main(config_path="../conf", config_name="bench", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> None:
-    try:
+    with exit_on_user_error():
         results = run(cfg)
-    except (ConfigError, ModelLoadError, FileNotFoundError) as error:
-        print(f"rookworld.bench: error: {error}", file=sys.stderr)
-        sys.exit(2)
     print(format_report(results))
     print("results: " + ", ".join(str(p.resolve()) for p in write_results(results, cfg.bench.output)))
 

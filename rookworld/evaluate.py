@@ -49,18 +49,17 @@ def task_scores(metrics: dict[str, float]) -> dict[str, float]:
     return {"eval/P/score": p_score, "eval/A/score": a_score, "eval/score": 0.5 * (p_score + a_score)}
 
 
-def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
-             batch_size: int, num_samples_logged: int, decoder=None,
-             generator: torch.Generator | None = None) -> EvalResult:
+def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
+             batch_size: int, num_samples_logged: int, generator: torch.Generator | None = None) -> EvalResult:
     """Greedy completions for every held-out problem, scored field by field. `decoder`: the trainer's
-    StaticDecoder on CUDA (with its generator, which keeps its captured graphs valid; greedy decoding
+    decoder (make_decoder: StaticDecoder on CUDA, with its generator, which keeps its captured graphs valid; greedy decoding
     draws nothing from it)."""
     rows: dict[str, list[dict[str, float]]] = {"P": [], "A": []}
     samples = []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
-        rollout: Rollout = generate_for_problems(policy, tokenizer, chunk, max_new_tokens, greedy=True,
-                                                 generator=generator, decoder=decoder)
+        rollout: Rollout = generate_for_problems(decoder, tokenizer, chunk, max_new_tokens, greedy=True,
+                                                 generator=generator)
         for problem, completion in zip(chunk, decode_completions(tokenizer, rollout)):
             scored = score_heldout(problem, completion)
             rows[problem.task].append(scored)

@@ -19,7 +19,8 @@ from rookworld.tasks import perfect_completion
 from rookworld.model.sampling import Generation
 from rookworld.rollout import Rollout
 from rookworld.tracking import make_tracker
-from rookworld.train import build_trainer, run
+from rookworld.components import build_trainer
+from rookworld.train import run
 from train_helpers import CONF_DIR, tiny_config
 
 
@@ -51,7 +52,7 @@ def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
     trainer = make_trainer(tmp_path, "kl=fixed", "grpo.num_iterations=2")
     problems = trainer.sampler.sample(2)
     from rookworld.rollout import generate_for_problems
-    rollout = generate_for_problems(trainer.policy, trainer.tokenizer, problems, trainer.max_new_tokens,
+    rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, problems, trainer.max_new_tokens,
                                     generator=trainer.generator)
     gen = rollout.generation
     batch = trainer._make_batch(gen, torch.ones(len(problems)))

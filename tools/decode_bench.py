@@ -32,7 +32,7 @@ from rookworld.bench import load_bench_model  # noqa: E402
 from rookworld.model import decode_kernels  # noqa: E402
 from rookworld.model.fast_sampling import StaticDecoder  # noqa: E402
 from rookworld.rollout import prompt_ids  # noqa: E402
-from rookworld.train import make_sampler  # noqa: E402
+from rookworld.components import make_sampler  # noqa: E402
 
 
 def parse_layout(text: str) -> dict:
