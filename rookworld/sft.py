@@ -39,6 +39,7 @@ from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move, perfect_completion
+from rookworld.sweep.context import trial_link
 from rookworld.tasks.policy import render_policy_completion
 from rookworld.tracking import make_tracker
 from rookworld.trainer import autocast_for
@@ -191,7 +192,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
             return step
         return max(step, int(s.steps * elapsed_s / (60 * s.time_limit_min)))
 
-    with make_tracker(cfg) as tracker:
+    with make_tracker(cfg, trial_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         start, step, metrics, last_eval_step = time.perf_counter(), 0, {}, -1

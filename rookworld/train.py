@@ -11,6 +11,7 @@ from omegaconf import DictConfig
 from rookworld.components import build_trainer
 from rookworld.config import PROJECT_TARGETS, validate
 from rookworld.errors import exit_on_user_error
+from rookworld.sweep.context import trial_link
 from rookworld.sweep.gpus import assign_gpu
 from rookworld.tracking import make_tracker
 from rookworld.trainer import RunResult
@@ -18,7 +19,7 @@ from rookworld.trainer import RunResult
 
 def run(cfg: DictConfig) -> RunResult:
     validate(cfg)
-    with make_tracker(cfg) as tracker:
+    with make_tracker(cfg, trial_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         return build_trainer(cfg, tracker).fit()

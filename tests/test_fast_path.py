@@ -119,7 +119,7 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
     """The benchmark end to end on the tiny model: self-check, timed steps, trials, the JSON."""
     from hydra import compose, initialize_config_dir
 
-    from rookworld.bench import format_report, run, write_results
+    from rookworld.bench.steps import format_report, run, write_results
     from train_helpers import CONF_DIR
 
     overrides = ["model=tiny", "device=cpu", "prompts_per_step=2", "grpo.group_size=2", "grpo.micro_batch_size=2",

@@ -1,4 +1,4 @@
-"""`python -m rookworld.bench [overrides]`: time real GRPO steps on the current device.
+"""Timing of real GRPO steps on the current device (the library of `python -m rookworld.bench`).
 
 Composes conf/bench.yaml (the training config at the benchmark's shapes plus `bench.*` knobs),
 builds a Trainer like `rookworld.train` does, runs `bench.warmup` untimed steps, then times
@@ -27,22 +27,19 @@ import copy
 import gc
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.bench_checks import self_check
-from rookworld.components import load_policy, make_reference, make_sampler
-from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_bench
-from rookworld.errors import exit_on_user_error
+from rookworld.bench.checks import self_check
+from rookworld.bench.models import fresh_policy, load_bench_model
+from rookworld.components import make_reference, make_sampler
+from rookworld.config import build, resolve_device, validate_bench
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.gpt2 import GPT, GPTConfig
-from rookworld.model.hub import ModelLoadError
 from rookworld.model.sampling import PlainDecoder
 from rookworld.model.tokenizer import ChessTokenizer
 from rookworld.tracking import NullTracker
@@ -53,33 +50,6 @@ GIB = 2 ** 30
 
 
 # ---------------------------------------------------------------- building
-def load_bench_model(cfg: DictConfig, device: torch.device) -> tuple[GPT, ChessTokenizer, str]:
-    """The configured model, or a random one of bench.random_model's shape (see the module doc)."""
-    mode = str(cfg.bench.random_weights).lower()
-    if mode != "true":
-        try:
-            policy, tokenizer = load_policy(cfg.model, device)
-            return policy, tokenizer, f"{cfg.model.source or cfg.model.path or 'tiny'} (loaded)"
-        except ModelLoadError as error:
-            if mode == "false":
-                raise
-            print(f"bench: {error}\nbench: using random weights instead", file=sys.stderr)
-    shape = GPTConfig(**cfg.bench.random_model)
-    policy = GPT(shape)
-    policy.init_weights(torch.Generator().manual_seed(cfg.seed))
-    description = (f"random GPT-2 {shape.n_layer}x{shape.n_embd}, vocab {shape.vocab_size} "
-                   f"({sum(p.numel() for p in policy.parameters()) / 1e6:.1f}M params), tiny tokenizer")
-    return policy.to(device).eval(), ChessTokenizer.tiny(), description
-
-
-def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
-    """A new model holding `state` (kept on the CPU so that it adds nothing to GPU memory)."""
-    with torch.device("meta"):
-        model = GPT(config)
-    model.load_state_dict({k: v.to(device, copy=True) for k, v in state.items()}, assign=True)
-    return model.eval()
-
-
 def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
     """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`, with the
     chosen decoder (bench.full_length: stops ignored) and a device sync per phase (exact phase times)."""
@@ -260,7 +230,7 @@ def run(cfg: DictConfig) -> dict:
     if b.trials:
         results["trials"] = run_trials(cfg, config, initial, tokenizer, device)
     if str(b.trl).lower() != "false":
-        from rookworld.bench_trl import run_trl
+        from rookworld.bench.trl_compare import run_trl  # imports trl when installed
         results["trl"] = run_trl(cfg, results)
     return results
 
@@ -271,15 +241,3 @@ def shapes(cfg: DictConfig) -> str:
             f"{'full length (stops ignored)' if cfg.bench.full_length else 'stops on'}, "
             f"micro_batch_size {cfg.grpo.micro_batch_size or 'all'}"
             f"{' + activation checkpointing' if cfg.grpo.activation_checkpointing else ''}, kl {cfg.kl.kind}")
-
-
-@hydra.main(config_path="../conf", config_name="bench", execution_whitelist=PROJECT_TARGETS)
-def main(cfg: DictConfig) -> None:
-    with exit_on_user_error():
-        results = run(cfg)
-    print(format_report(results))
-    print("results: " + ", ".join(str(p.resolve()) for p in write_results(results, cfg.bench.output)))
-
-
-if __name__ == "__main__":
-    main()

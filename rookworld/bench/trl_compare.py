@@ -63,7 +63,7 @@ def hf_model(cfg: DictConfig, directory: str):
     """The benchmark's model and tokenizer as transformers objects (through the hub format)."""
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from rookworld.bench import load_bench_model
+    from rookworld.bench.models import load_bench_model
     from rookworld.model.hub import save_pretrained
 
     policy, tokenizer, _ = load_bench_model(cfg, torch.device("cpu"))
