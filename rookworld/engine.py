@@ -2,7 +2,7 @@
 
 `Engine.analyse(fen)` returns the MultiPV candidates ranked best-first for the side to move, with
 evals in pawns from the side-to-move's point of view (mate in n -> +-(1000 - n/100)), the
-convention of the published RookWorld data (see shared/spec/tasks.md).
+convention of the published RookWorld data (docs/tasks.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Reward levels on hand-built completions in the exact task formats (shared/spec/tasks.md)."""
+"""Reward levels on hand-built completions in the exact task formats (docs/tasks.md)."""
 import random
 import re
 from pathlib import Path

@@ -2,7 +2,7 @@
 
 - P: rows -> PolicyTruth with the candidates ranked by their E value, highest first. The B label
   is never trusted: for Black to move the published B is the *lowest*-ranked candidate
-  (shared/spec/tasks.md). On an E tie the B move goes first among the tied moves.
+  (docs/tasks.md). On an E tie the B move goes first among the tied moves.
 - A: rows (with or without the "A: " prefix) -> the truth recomputed by python-chess from
   (FEN, move, history) with rookworld.tasks.arbiter_truth, so illegal moves published as legal
   transitions get reward -1.0 / truncated 1. Only the first three fields of a row are read.

@@ -45,7 +45,7 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
 
 
 class EMARewardNormalizer:
-    """Optional reward normalisation by exponential moving averages of batch mean and std (seed 001).
+    """Optional reward normalisation by exponential moving averages of batch mean and std.
 
     Applied to raw rewards before the group advantages; with scale_rewards=group it only matters
     for "none"/"batch" scaling, so it is off by default.

@@ -1,7 +1,7 @@
 """A: task (environment / arbiter): prompt, ground truth from python-chess, perfect completion, parser.
 
 Document: "A: " + FEN + "+" + move + "+" + recent moves + "+" + next FEN + "+" + reward + "+"
-+ terminated + "+" + truncated (shared/spec/tasks.md). The prompt ends after the third "+".
++ terminated + "+" + truncated (docs/tasks.md). The prompt ends after the third "+".
 """
 from __future__ import annotations
 

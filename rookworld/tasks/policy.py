@@ -1,7 +1,7 @@
 """P: task (policy / analysis): prompt, ground truth, perfect completion, parser.
 
 Document: "P: " + FEN.ljust(90) + "M: " + moves.ljust(30) + "E: " + evals.ljust(40) + "B: " + best
-(shared/spec/tasks.md). The prompt is "P: " + FEN; the completion is the rest of the document,
+(docs/tasks.md). The prompt is "P: " + FEN; the completion is the rest of the document,
 starting with the padding spaces, without the trailing newline (the loop appends the stop token).
 """
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Experiment tracking: a `Tracker` with an MLflow backend and a no-op backend.
 
     tracker.py   Tracker / NullTracker / MlflowTracker, RunLink, make_tracker, the run tags
-    writer.py    the metric-writer subprocess (MetricWriter, FlushStats)
+    writer.py    the metric-writer subprocess (MetricWriter, FlushStats; run as __main__.py)
     store.py     the MLflow store: reachability, client, experiments
     params.py    params flattened from a config, key and value formatting, git state
     settings.py  TrackingSettings from conf/tracking, URI resolution, TrackingError

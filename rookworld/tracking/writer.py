@@ -1,5 +1,5 @@
 """The metric-writer subprocess: metrics buffered on the trainer's thread are shipped every
-flush_interval_s to `python -m rookworld.tracking.writer --metric-writer`, which logs them in batches,
+flush_interval_s to `python -m rookworld.tracking --metric-writer`, which logs them in batches,
 so MLflow's per-metric CPU cost never holds the trainer's GIL (docs/tracking.md)."""
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ _WRITER_CLOSE_TIMEOUT_S = 300
 
 def start_writer_process() -> subprocess.Popen[str]:
     """Started before this process imports mlflow, so both imports overlap; header sent later."""
-    package_root = str(Path(__file__).resolve().parents[1])
+    package_root = str(Path(__file__).resolve().parents[2])
     pythonpath = os.pathsep.join(p for p in (package_root, os.environ.get("PYTHONPATH")) if p)
     process = subprocess.Popen(
         [sys.executable, "-m", "rookworld.tracking", "--metric-writer"],
@@ -205,13 +205,3 @@ def metric_writer_main() -> int:
         return 1
     print(json.dumps({"ok": True, **stats.__dict__}), flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    if sys.argv[1:] != ["--metric-writer"]:
-        sys.exit("usage: python -m rookworld.tracking.writer --metric-writer (started by MetricWriter)")
-    logging.basicConfig(level=logging.WARNING)
-    exit_code = metric_writer_main()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(exit_code)  # everything is committed: skip interpreter teardown (~0.5 s with mlflow)
