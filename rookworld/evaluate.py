@@ -52,8 +52,8 @@ def task_scores(metrics: dict[str, float]) -> dict[str, float]:
 def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
              batch_size: int, num_samples_logged: int, generator: torch.Generator | None = None) -> EvalResult:
     """Greedy completions for every held-out problem, scored field by field. `decoder`: the trainer's
-    decoder (make_decoder: StaticDecoder on CUDA, with its generator, which keeps its captured graphs valid; greedy decoding
-    draws nothing from it)."""
+    (make_decoder: StaticDecoder on CUDA, used with its generator, which keeps its captured graphs
+    valid; greedy decoding draws nothing from it), or a PlainDecoder."""
     rows: dict[str, list[dict[str, float]]] = {"P": [], "A": []}
     samples = []
     for start in range(0, len(problems), batch_size):
