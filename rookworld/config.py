@@ -9,6 +9,7 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
 from rookworld.grpo.advantages import SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS
@@ -142,10 +143,12 @@ def _validate_data(data: DictConfig) -> None:
     if data.kind == "rookworld7m":
         _one_of("data.heldout", data.heldout, HELDOUT_SOURCES)
     else:
-        require(0 <= data.arbiter_illegal_fraction <= 1, "data.arbiter_illegal_fraction",
-                data.arbiter_illegal_fraction, "must be in [0, 1]")
-        require(data.arbiter_train_size is None or data.arbiter_train_size >= 1, "data.arbiter_train_size",
-                data.arbiter_train_size, "must be >= 1 or null (all positions)")
+        try:
+            check_case_shares(dict(data.arbiter_cases))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        require(data.arbiter_pool_size >= 1, "data.arbiter_pool_size", data.arbiter_pool_size, "must be >= 1")
+        require(data.arbiter_pool_walks >= 1, "data.arbiter_pool_walks", data.arbiter_pool_walks, "must be >= 1")
 
 
 def _validate_tracking(tracking: DictConfig) -> None:

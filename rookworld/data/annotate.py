@@ -34,7 +34,8 @@ import chess
 import chess.pgn
 from omegaconf import OmegaConf
 
-from rookworld.data.move_cases import classify_position, random_endgame_board, random_game_positions
+from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
+                                       with_seventyfive_clock)
 from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, write_jsonl
 from rookworld.engine import Engine, EngineNotFoundError
 from rookworld.tasks.arbiter import MAX_HISTORY
@@ -55,10 +56,6 @@ def game_phase(board: chess.Board) -> str:
     if board.fullmove_number <= OPENING_MAX_FULLMOVE:
         return "opening"
     return "middlegame"
-
-
-def recent_history(board: chess.Board, n: int = MAX_HISTORY) -> list[str]:
-    return [move.uci() for move in board.move_stack[-n:]]
 
 
 @dataclass
@@ -271,13 +268,6 @@ def arbiter_row(
         "detail": detail,
         "source": source,
     }
-
-
-def with_seventyfive_clock(board: chess.Board) -> chess.Board:
-    """Same position one quiet move away from the 75-move rule (a rare but real terminal)."""
-    clocked = board.copy(stack=False)
-    clocked.halfmove_clock = 149
-    return clocked
 
 
 Positions = list[tuple[chess.Board, list[str]]]  # (board, history before it)

@@ -1,5 +1,11 @@
 """Chess move cases for A: data: the case of a legal move, samples of illegal moves of several kinds,
-and positions from seeded random games (random endgame starts included)."""
+the rare legal cases of a position, and positions from seeded random games (random endgame starts
+included).
+
+A move's case is one of CASES (docs/tasks.md): a legal move is "normal", "castling", "en_passant" or
+"promotion" unless it ends the game, in which case the terminal kind wins ("checkmate", "stalemate",
+"insufficient", "seventyfive_moves"); every other move is "illegal", with a kind (ILLEGAL_KINDS).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,17 @@ import random
 from typing import Iterator
 
 import chess
+
+from rookworld.tasks.arbiter import MAX_HISTORY
+
+TERMINAL_CASES = ("checkmate", "stalemate", "insufficient", "seventyfive_moves")
+SPECIAL_CASES = ("castling", "en_passant", "promotion")
+CASES = ("normal", "illegal", *TERMINAL_CASES, *SPECIAL_CASES)
+RARE_CASES = ("checkmate", "stalemate", "insufficient", *SPECIAL_CASES)  # what rare_moves finds
+ILLEGAL_KINDS = ("pinned_piece", "king_into_check", "ignores_check", "wrong_side", "own_piece_on_target",
+                 "empty_from_square", "impossible_geometry", "missing_promotion")
+SEVENTYFIVE_CLOCK = 149  # one quiet move from the 75-move rule
+ENDING_MAX_PIECES = 12   # rare_moves looks for game ends only in positions with at most this many pieces
 
 
 def random_endgame_board(rng: random.Random, max_extra: int = 5) -> chess.Board:
@@ -93,21 +110,58 @@ def illegal_moves(board: chess.Board, rng: random.Random) -> list[tuple[chess.Mo
     return found
 
 
+def biased_random_move(board: chess.Board, rng: random.Random) -> chess.Move:
+    """A random legal move, biased to captures, promotions and pawn moves so that endgames,
+    promotions and en-passant chances come up often."""
+    moves = list(board.legal_moves)
+    forcing = [m for m in moves if board.is_capture(m) or m.promotion]
+    pawn = [m for m in moves if board.piece_type_at(m.from_square) == chess.PAWN]
+    pick = rng.random()
+    pool = forcing if pick < 0.4 and forcing else pawn if pick < 0.7 and pawn else moves
+    return rng.choice(pool)
+
+
 def random_game_positions(rng: random.Random, n_games: int) -> Iterator[chess.Board]:
-    """Positions of random-move games, biased to captures, promotions and pawn moves so that
-    endgames, promotions and en-passant chances come up often."""
+    """Positions of biased random-move games (biased_random_move), a third from random endgames."""
     for game in range(n_games):
         board = random_endgame_board(rng) if game % 3 == 0 else chess.Board()
         for _ in range(rng.randint(4, 200)):
             if board.is_game_over():
                 break
-            moves = list(board.legal_moves)
-            forcing = [m for m in moves if board.is_capture(m) or m.promotion]
-            pawn = [m for m in moves if board.piece_type_at(m.from_square) == chess.PAWN]
-            pick = rng.random()
-            pool = forcing if pick < 0.4 and forcing else pawn if pick < 0.7 and pawn else moves
-            board.push(rng.choice(pool))
+            board.push(biased_random_move(board, rng))
             yield board
+
+
+def recent_history(board: chess.Board, n: int = MAX_HISTORY) -> list[str]:
+    return [move.uci() for move in board.move_stack[-n:]]
+
+
+def with_seventyfive_clock(board: chess.Board) -> chess.Board:
+    """Same position one quiet move away from the 75-move rule (a rare but real terminal)."""
+    clocked = board.copy(stack=False)
+    clocked.halfmove_clock = SEVENTYFIVE_CLOCK
+    return clocked
+
+
+def rare_moves(board: chess.Board) -> Iterator[tuple[str, chess.Move]]:
+    """(case, move) for this position's legal moves whose case is one of RARE_CASES. Special moves
+    come from python-chess's targeted generators; game ends are looked for only in positions of few
+    pieces, where random play meets nearly all of them (checks for mate, captures for insufficient
+    material, every move when the opponent has few pieces for stalemate). Far cheaper than
+    classifying every legal move, which matters for the A: stream's start-up."""
+    if chess.popcount(board.occupied) <= ENDING_MAX_PIECES:
+        cramped = chess.popcount(board.occupied_co[not board.turn]) <= 3
+        candidates = [m for m in board.legal_moves if cramped or m.promotion or board.is_castling(m)
+                      or board.is_en_passant(m) or board.is_capture(m) or board.gives_check(m)]
+    else:
+        promoting = board.pawns & board.occupied_co[board.turn] & (chess.BB_RANK_7 if board.turn else chess.BB_RANK_2)
+        candidates = [*board.generate_castling_moves(), *board.generate_legal_ep(),
+                      *(board.generate_legal_moves(from_mask=promoting) if promoting else ())]
+        candidates = [m for m in candidates if board.is_legal(m)]
+    for move in candidates:
+        case = legal_move_case(board, move)
+        if case in RARE_CASES:
+            yield case, move
 
 
 def classify_position(board: chess.Board, rng: random.Random) -> dict[str, list[tuple[chess.Move, str]]]:
