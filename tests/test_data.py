@@ -47,12 +47,15 @@ def test_bundled_policy_counts_disjointness_and_schema() -> None:
     for records in (train, held):
         assert {r["phase"] for r in records} == {"opening", "middlegame", "endgame"}
         assert len({r["source"] for r in records}) >= 2
-    for record in train[::50] + held[::10]:
+    nodes = OmegaConf.load(CONF / "engine" / "stockfish.yaml").nodes
+    for record in train + held:
         board = chess.Board(record["fen"])
         evals = [c["eval"] for c in record["candidates"]]
-        assert evals == sorted(evals, reverse=True) and 1 <= len(evals) <= 5
-        assert all(chess.Move.from_uci(c["move"]) in board.legal_moves for c in record["candidates"])
+        moves = [c["move"] for c in record["candidates"]]
+        assert evals == sorted(evals, reverse=True) and len(set(moves)) == len(moves) == min(5, board.legal_moves.count())
+        assert all(chess.Move.from_uci(move) in board.legal_moves for move in moves)
         assert len(record["history"]) <= 10 and record["engine"].startswith("Stockfish")
+        assert record["limit"] == {"nodes": nodes}  # labelled at the limit of conf/engine/stockfish.yaml
 
 
 def test_bundled_phase_mix_and_history_coverage() -> None:
@@ -190,7 +193,7 @@ def test_annotate_fens_with_moves_and_pgn(tmp_path: Path) -> None:
     annotate.main(["--fens", str(fens), "--output", str(out), "--depth", "4"])
     first, second = read_jsonl(out)
     assert first["history"] == ["e2e4", "e7e5", "g1f3"] and first["fen"].split()[1] == "b"
-    assert first["phase"] == "opening" and first["source"] == "fens:fens.txt" and first["depth"] == 4
+    assert first["phase"] == "opening" and first["source"] == "fens:fens.txt" and first["limit"] == {"depth": 4}
     assert second["phase"] == "endgame" and [c["move"] for c in second["candidates"]] == ["h1g1"]
     pgn = tmp_path / "games.pgn"
     pgn.write_text('[Event "t"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 5. O-O Be7 *\n')
@@ -209,6 +212,22 @@ def test_annotate_selfplay_split_keeps_games_apart(tmp_path: Path) -> None:
     train, heldout = read_jsonl(out), read_jsonl(held)
     assert len(train) + len(heldout) == 30 and len(heldout) >= 5
     assert {position_key(r["fen"]) for r in train}.isdisjoint(position_key(r["fen"]) for r in heldout)
+
+
+@needs_stockfish
+def test_annotate_relabel_keeps_the_positions_and_recomputes_the_labels(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    annotate.write_jsonl(source, read_jsonl(BUNDLED["policy_heldout"])[:6])
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}.jsonl"
+        annotate.main(["--relabel", str(source), "--output", str(out), "--nodes", "3000", "--workers", workers])
+        outputs.append(read_jsonl(out))
+    before, after = read_jsonl(source), outputs[0]
+    assert outputs[0] == outputs[1]  # one process or two: the same labels
+    keep = ("fen", "history", "phase", "source")
+    assert [{k: r[k] for k in keep} for r in after] == [{k: r[k] for k in keep} for r in before]
+    assert all(r["limit"] == {"nodes": 3000} and r["candidates"] for r in after)
 
 
 def test_random_endgame_boards_are_valid_few_piece_positions() -> None:
@@ -312,8 +331,11 @@ def test_annotate_arbiter_cases_meet_the_quotas(tmp_path: Path) -> None:
 def test_annotate_cli_defaults_come_from_the_engine_yaml_and_selfplay_config() -> None:
     engine = OmegaConf.load(Path(annotate.__file__).parents[2] / "conf" / "engine" / "stockfish.yaml")
     args = annotate.parse_args(["--selfplay", "1", "--output", "x.jsonl"])
-    assert (args.engine_path, args.depth, args.threads, args.hash_mb, args.multipv) == (
-        engine.path, engine.depth, engine.threads, engine.hash_mb, engine.multipv)
+    assert (args.engine_path, args.threads, args.hash_mb, args.multipv) == (
+        engine.path, engine.threads, engine.hash_mb, engine.multipv)
+    assert annotate.annotation_limit(args) == {"depth": engine.depth, "nodes": engine.nodes, "time_limit": None}
+    override = annotate.parse_args(["--selfplay", "1", "--output", "x.jsonl", "--depth", "7"])
+    assert annotate.annotation_limit(override) == {"depth": 7, "nodes": None, "time_limit": None}
     assert annotate.selfplay_config(args) == annotate.SelfPlayConfig()
 
 

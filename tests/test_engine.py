@@ -15,7 +15,7 @@ import chess
 import chess.engine
 import pytest
 
-from rookworld.engine import Engine, EngineNotFoundError, score_to_pawns
+from rookworld.engine import Engine, EngineNotFoundError, analyse_many, score_to_pawns
 
 STOCKFISH = "/usr/games/stockfish"
 pytestmark = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
@@ -100,7 +100,9 @@ def test_missing_binary_one_line_error_names_the_config_key() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"depth": 10, "time_limit": 0.1}, {"depth": None, "time_limit": None}, {"depth": 0}, {"multipv": 0}]
+    "kwargs",
+    [{"depth": 10, "time_limit": 0.1}, {"depth": None, "time_limit": None}, {"depth": 0}, {"multipv": 0},
+     {"depth": 10, "nodes": 1000}, {"depth": None, "nodes": 0}],
 )
 def test_invalid_limits_fail_at_construction(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -172,5 +174,21 @@ def test_engine_config_instantiates_with_every_knob() -> None:
     engine = build(cfg)
     assert isinstance(engine, Engine) and engine.pid is None  # started lazily
     knobs = {key: value for key, value in OmegaConf.to_container(cfg).items() if key != "_target_"}
-    assert set(knobs) == {"path", "depth", "time_limit", "threads", "hash_mb", "multipv", "cache_size", "timeout"}
+    assert set(knobs) == {"path", "depth", "nodes", "time_limit", "threads", "hash_mb", "multipv", "cache_size",
+                          "timeout"}
     assert {key: getattr(engine, key) for key in knobs} == knobs
+
+
+def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
+    """Each analysis starts from a cleared hash: forward, reversed and two worker processes agree."""
+    from rookworld.data.annotate import read_jsonl
+    from rookworld.data.positions import BUNDLED
+
+    fens = [r["fen"] for r in read_jsonl(BUNDLED["policy_heldout"])[:40:4]]
+    limit = {"depth": None, "nodes": 20_000}
+    with Engine(STOCKFISH, cache_size=0, **limit) as engine:
+        forward = [engine.analyse(fen) for fen in fens]
+        backward = [engine.analyse(fen) for fen in reversed(fens)][::-1]
+    in_workers = analyse_many(fens, 2, path=STOCKFISH, **limit)
+    assert forward == backward == in_workers
+    assert all(candidates for candidates in forward)
