@@ -291,6 +291,15 @@ def test_rookworld7m_loader_corrects_the_published_defects(tmp_path: Path, fmt: 
     assert (rows.skipped, rows.relabelled, rows.corrected) == (2, 1, 1)
 
 
+def test_rookworld7m_policy_row_with_leading_whitespace_is_loaded(tmp_path: Path) -> None:
+    row = DATASET_ROWS[1]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in (row, "  " + row, "\n\t" + row)))
+    rows = load_rookworld7m("train", train_files=[str(path)])
+    assert rows.skipped == 0 and len(rows.policy) == 3
+    assert len({p.truth for p in rows.policy}) == 1 and rows.policy[0].truth.best_move == "e2e4"
+
+
 def test_rookworld7m_row_limits_and_config_dispatch(tmp_path: Path) -> None:
     path = write_rows(tmp_path, "jsonl")
     limited = load_rookworld7m("train", train_files=[str(path)], max_policy_rows=1, max_arbiter_rows=1)
