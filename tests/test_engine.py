@@ -192,3 +192,20 @@ def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
     in_workers = analyse_many(fens, 2, path=STOCKFISH, **limit)
     assert forward == backward == in_workers
     assert all(candidates for candidates in forward)
+
+
+def test_label_stability_curve_and_choice(capsys: pytest.CaptureFixture) -> None:
+    from rookworld.data import label_stability
+    from rookworld.data.label_stability import Step, choose_nodes
+
+    label_stability.main(["--sample", "4", "--ladder", "2000", "4000", "8000", "--engine-path", STOCKFISH])
+    table = capsys.readouterr().out
+    assert table.count("\n| ") == 3 and "| 8,000 | - | - | 100.0% |" in table
+
+    def step(nodes: int, stays: float | None, seconds: float) -> Step:
+        return Step(nodes, stays, stays, 0.5, seconds)
+
+    curve = [step(1, 0.60, 0.1), step(2, 0.70, 0.2), step(4, 0.71, 0.4), step(8, 0.80, 0.8), step(16, None, 1.6)]
+    assert choose_nodes(curve, 1.0, 0.02)[0] == 2       # 2 -> 4 gains 1 point: flat
+    assert choose_nodes(curve, 0.15, 0.02)[0] == 1      # only the first step fits: the largest that fits
+    assert choose_nodes(curve, 1.0, 0.005)[0] == 8      # never flat within the budget: the largest that fits
