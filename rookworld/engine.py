@@ -174,7 +174,7 @@ class Engine:
 
     @property
     def limit_record(self) -> dict:
-        """The limit that is set, as stored with each annotation, e.g. {"nodes": 400000}."""
+        """The limit that is set, as stored with each annotation, e.g. {"nodes": 100000}."""
         return {key: value for key, value in (("depth", self.depth), ("nodes", self.nodes),
                                               ("time", self.time_limit)) if value is not None}
 

@@ -16,7 +16,7 @@ Position sources (exactly one):
 
 Each output line: {"fen", "history" (last <= 10 UCI moves, oldest first), "phase", "source",
 "candidates": [{"move", "eval"}] best-first (pawns, side-to-move POV), "engine", "limit"} where
-"limit" is the engine limit that was set, e.g. {"nodes": 400000}.
+"limit" is the engine limit that was set, e.g. {"nodes": 100000}.
 With --heldout M, whole games (never single positions) go to --heldout-output until it holds
 >= M positions, so train and held-out positions come from different games. Positions are
 deduplicated by (placement, side, castling, en passant) across both outputs.
