@@ -11,7 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
-from rookworld.grpo.advantages import SCALE_REWARDS
+from rookworld.grpo.advantages import ADVANTAGE_STDS, SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS
 from rookworld.grpo.loss import LOSS_TYPES
 from rookworld.tracking import BACKENDS as TRACKING_BACKENDS
@@ -50,6 +50,7 @@ def validate(cfg: DictConfig) -> None:
     require(isinstance(g.group_size, int) and g.group_size >= 2, "grpo.group_size", g.group_size,
              "must be an integer >= 2 (advantages compare completions within a group)")
     _one_of("grpo.scale_rewards", g.scale_rewards, SCALE_REWARDS)
+    _one_of("grpo.advantage_std", g.advantage_std, ADVANTAGE_STDS)
     _one_of("grpo.loss_type", g.loss_type, LOSS_TYPES)
     require(g.reward_norm.momentum is not None and 0 <= g.reward_norm.momentum < 1, "grpo.reward_norm.momentum",
             g.reward_norm.momentum, "must be in [0, 1)")

@@ -43,7 +43,7 @@ def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_t
         top_k=top_k or None,
         top_p=top_p if top_p < 1.0 else None,
         greedy=greedy or temperature == 0,
-        stop_ids=(tokenizer.eos_id, tokenizer.newline_id),
+        stop_ids=tokenizer.stop_ids,
         pad_id=tokenizer.pad_id,
         generator=generator,
     )
@@ -55,7 +55,7 @@ def stopped(tokenizer, rollout: Rollout) -> torch.Tensor:
     gen = rollout.generation
     lengths = gen.completion_mask.sum(1)
     last = gen.completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-    is_stop = (last == tokenizer.eos_id) | (last == tokenizer.newline_id)
+    is_stop = torch.isin(last, torch.tensor(tokenizer.stop_ids, device=last.device))
     return is_stop & (lengths > 0)
 
 

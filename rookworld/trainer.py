@@ -197,7 +197,8 @@ class Trainer:
         with timer("scoring"):
             rewards, scored = self.score(rollout)
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
-            adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards)
+            adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards,
+                                   self.cfg.grpo.advantage_std)
         gen = rollout.generation
         with timer("logprobs"), torch.no_grad():
             batch = self._make_batch(gen, adv.values.to(self.device))

@@ -7,12 +7,16 @@ Position sources (exactly one):
   --selfplay N      N positions from seeded Stockfish self-play with randomised move choice
                     (random opening plies, softmax over MultiPV evals, epsilon-random moves) and
                     random few-piece endgame starts
+  --relabel FILE    the positions of an annotated JSONL file, re-analysed: fen, history, phase
+                    and source are kept, candidates and the engine fields recomputed (--workers
+                    engine processes; the row order is kept)
   --arbiter N       N A: transitions for held-out evaluation, no engine: positions from --positions
                     files plus seeded random-move games; quotas in ARBITER_QUOTAS over-sample
                     terminal, illegal, castling, en-passant and promotion moves
 
 Each output line: {"fen", "history" (last <= 10 UCI moves, oldest first), "phase", "source",
-"candidates": [{"move", "eval"}] best-first (pawns, side-to-move POV), "engine", "depth"}.
+"candidates": [{"move", "eval"}] best-first (pawns, side-to-move POV), "engine", "limit"} where
+"limit" is the engine limit that was set, e.g. {"nodes": 100000}.
 With --heldout M, whole games (never single positions) go to --heldout-output until it holds
 >= M positions, so train and held-out positions come from different games. Positions are
 deduplicated by (placement, side, castling, en passant) across both outputs.
@@ -32,15 +36,13 @@ from typing import Iterable, Iterator
 
 import chess
 import chess.pgn
-from omegaconf import OmegaConf
 
 from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
                                        with_seventyfive_clock)
 from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, write_jsonl
-from rookworld.engine import Engine, EngineNotFoundError
+from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
 from rookworld.tasks.arbiter import MAX_HISTORY
 
-ENGINE_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "engine" / "stockfish.yaml"
 ENDGAME_MAX_PIECES = 6  # non-pawn, non-king pieces of both sides (Lichess "divider" rule)
 OPENING_MAX_FULLMOVE = 10
 
@@ -168,7 +170,7 @@ def annotation_record(sample: Sample, engine: Engine, engine_name: str) -> dict:
         "source": sample.source,
         "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
         "engine": engine_name,
-        "depth": engine.depth,
+        "limit": engine.limit_record,
     }
 
 
@@ -334,13 +336,6 @@ def random_game_boards(rng: random.Random, n_games: int) -> Positions:
 # -- CLI -------------------------------------------------------------------------------------------
 
 
-def engine_config() -> dict:
-    """conf/engine/stockfish.yaml: the Engine knobs (and the CLI's engine defaults)."""
-    knobs = OmegaConf.to_container(OmegaConf.load(ENGINE_CONFIG))
-    knobs.pop("_target_")
-    return knobs
-
-
 def build_parser() -> argparse.ArgumentParser:
     engine = engine_config()
     selfplay = SelfPlayConfig()
@@ -352,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--pgn", help="PGN file; positions sampled at --pgn-sample-rate")
     source.add_argument("--selfplay", type=int, metavar="N", help="number of self-play positions")
     source.add_argument("--arbiter", type=int, metavar="N", help="number of A: held-out rows")
+    source.add_argument("--relabel", metavar="FILE", help="annotated JSONL whose positions to re-analyse")
     parser.add_argument("--output", required=True, help="JSONL output (.gz compresses)")
     parser.add_argument("--heldout", type=int, default=0, help="positions (whole games) held out")
     parser.add_argument("--heldout-output", help="JSONL output of the held-out games")
@@ -359,7 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", nargs="*", default=[], help="--arbiter: JSONL whose positions to skip")
     parser.add_argument("--random-games", type=int, default=400, help="--arbiter: random-move games")
     parser.add_argument("--engine-path", default=engine["path"], help="default: conf/engine/stockfish.yaml")
-    parser.add_argument("--depth", type=int, default=engine["depth"], help="annotation depth")
+    parser.add_argument("--depth", type=int, help="annotation depth (default: the limit in the engine yaml)")
+    parser.add_argument("--nodes", type=int, help="annotation nodes per position (default: the engine yaml)")
+    parser.add_argument("--workers", type=int, default=1, help="--relabel: engine processes, one thread each")
     parser.add_argument("--play-depth", type=int, default=6, help="self-play move-choice depth")
     parser.add_argument("--threads", type=int, default=engine["threads"])
     parser.add_argument("--hash-mb", type=int, default=engine["hash_mb"])
@@ -387,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     parser = parser or build_parser()
     args = parser.parse_args(argv)
+    if args.depth is not None and args.nodes is not None:
+        parser.error("set at most one of --depth / --nodes")
+    if args.workers < 1:
+        parser.error(f"--workers {args.workers}: must be >= 1")
     if args.heldout and not args.heldout_output:
         parser.error("--heldout needs --heldout-output")
     if args.arbiter is not None and args.arbiter < arbiter_min_rows():
@@ -415,15 +417,46 @@ def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:
     print(f"wrote {len(rows)} A: rows to {args.output}", file=sys.stderr)
 
 
+def annotation_limit(args: argparse.Namespace) -> dict:
+    """--depth or --nodes when given, else the limit of the engine yaml (depth / nodes / time_limit)."""
+    if args.depth is not None or args.nodes is not None:
+        return {"depth": args.depth, "nodes": args.nodes, "time_limit": None}
+    knobs = engine_config()
+    return {key: knobs[key] for key in ("depth", "nodes", "time_limit")}
+
+
+def engine_knobs(args: argparse.Namespace) -> dict:
+    """Engine kwargs besides the limit: the CLI flags, and the yaml for those without a flag."""
+    knobs = engine_config()
+    return {"path": args.engine_path, "threads": args.threads, "hash_mb": args.hash_mb, "multipv": args.multipv,
+            "cache_size": knobs["cache_size"], "timeout": knobs["timeout"]}
+
+
+def run_relabel(args: argparse.Namespace) -> None:
+    """Same positions and rows, candidates and engine fields recomputed (row order kept)."""
+    records = read_jsonl(args.relabel)
+    engine_kwargs = {**engine_knobs(args), **annotation_limit(args)}
+    with Engine(**engine_kwargs) as engine:
+        engine_name, limit = engine.name, engine.limit_record
+    progress = Progress(len(records))
+    started = time.monotonic()
+    analyses = analyse_many([r["fen"] for r in records], args.workers, progress.update, **engine_kwargs)
+    rows = [{"fen": r["fen"], "history": r["history"], "phase": r["phase"], "source": r["source"],
+             "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
+             "engine": engine_name, "limit": limit}
+            for r, candidates in zip(records, analyses)]
+    write_jsonl(args.output, rows)
+    print(f"wrote {len(rows)} positions to {args.output} in {time.monotonic() - started:.0f}s "
+          f"({args.workers} workers)", file=sys.stderr)
+
+
 def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
-    knobs = engine_config()  # the knobs without a CLI flag: time_limit, cache_size, timeout
-    shared = {"path": args.engine_path, "threads": args.threads, "hash_mb": args.hash_mb, "multipv": args.multipv,
-              "cache_size": knobs["cache_size"], "timeout": knobs["timeout"]}
-    engine = Engine(depth=args.depth, time_limit=knobs["time_limit"], **shared)
+    shared = engine_knobs(args)
+    engine = Engine(**annotation_limit(args), **shared)
     with engine:
         if args.selfplay is not None:
             cfg = selfplay_config(args)
-            player = Engine(depth=args.play_depth, time_limit=None, **shared)  # --play-depth, never time
+            player = Engine(depth=args.play_depth, nodes=None, time_limit=None, **shared)  # --play-depth
             with player:
                 samples = selfplay_samples(player, rng, cfg)
                 pairs = annotate_samples(samples, engine, args.selfplay, Progress(args.selfplay))
@@ -445,6 +478,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.arbiter is not None:
             run_arbiter(args, rng)
+        elif args.relabel is not None:
+            run_relabel(args)
         else:
             run_annotation(args, rng)
     except (ValueError, RuntimeError, FileNotFoundError, EngineNotFoundError) as exc:

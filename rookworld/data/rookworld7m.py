@@ -64,6 +64,7 @@ def policy_truth_from_text(text: str) -> PolicyTruth | None:
 
 def _policy_row(text: str) -> tuple[PolicyTruth, bool] | None:
     """A P: row -> (PolicyTruth, whether the published B differs from its rank-1 move), or None."""
+    text = text.strip()  # a row with leading whitespace is the same row
     answer = parse_policy(text)
     fen = text[len("P:") : text.find("M:")].strip()
     if answer is None or not answer.moves or len(answer.moves) != len(answer.evals):
