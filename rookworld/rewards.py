@@ -4,9 +4,10 @@ Both rewards score the same per-task criteria, each in [0, 1], defined next to e
 format and parser in rookworld/tasks/ (docs/rewards.md):
   P/format         M:, E:, B: present, 1-5 UCI moves, one finite eval per move, one UCI best move
   P/legal_best     the B: move is legal in the position
-  P/best_move      the B: move is the engine's rank-1 move (truth.best_move, never a dataset label)
-  P/top5           |distinct first 5 proposed moves ∩ engine top 5| / |engine top 5|
-  P/eval_accuracy  mean over proposed moves found in the engine top 5 of
+  P/best_move      the B: move is the engine's rank-1 move, or ties its eval (truth.best_moves, never a
+                   dataset label)
+  P/top5           |distinct first 5 proposed moves ∩ engine top 5| / max(|engine top 5|, |proposed|)
+  P/eval_accuracy  mean over ALL proposed moves (0 for a duplicate or a non-candidate) of
                    max(0, 1 - |E - engine eval| / eval_scale); 0 if none found or E and M counts differ
   A/format         four "+" fields, a six-field FEN python-chess can set up, a task reward
                    (-1.0, 0.001, 0.5, 1.0), flags 0 or 1

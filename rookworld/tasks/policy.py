@@ -50,6 +50,13 @@ class PolicyTruth:
     def best_move(self) -> str:
         return self.candidates[0].move
 
+    @property
+    def best_moves(self) -> frozenset[str]:
+        """Every candidate whose eval, as written (2 decimals), ties the rank-1 eval: each is credited
+        as the best move (the engine's order among equal evals is arbitrary)."""
+        top = round(self.candidates[0].eval, 2)
+        return frozenset(c.move for c in self.candidates[:MAX_CANDIDATES] if round(c.eval, 2) == top)
+
 
 @dataclass(frozen=True)
 class PolicyAnswer:
@@ -130,7 +137,7 @@ def policy_scores(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float = 
     return {
         "format": float(_policy_well_formed(answer)),
         "legal_best": float(best is not None and best in _legal_moves(truth.fen)),
-        "best_move": float(best == truth.best_move),
+        "best_move": float(best in truth.best_moves),
         "top5": _top5_overlap(truth, answer),
         "eval_accuracy": _eval_accuracy(truth, answer, eval_scale),
     }
@@ -155,19 +162,26 @@ def _engine_top(truth: PolicyTruth) -> dict[str, float]:
 
 
 def _top5_overlap(truth: PolicyTruth, answer: PolicyAnswer) -> float:
+    """Engine candidates found / max(engine candidates, proposed moves): every proposed move that is
+    not a new engine candidate (a duplicate, an illegal or a weaker move) costs, as does a list longer
+    than the engine's (which is shorter than 5 only when fewer moves are legal)."""
     engine = _engine_top(truth)
-    return len(set(answer.moves[:MAX_CANDIDATES]) & engine.keys()) / len(engine)
+    proposed = answer.moves[:MAX_CANDIDATES]
+    return len(set(proposed) & engine.keys()) / max(len(engine), len(proposed))
 
 
 def _eval_accuracy(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float) -> float:
+    """Mean over the proposed moves of their eval accuracy; a move that is not a new engine candidate
+    (a duplicate, an illegal or a weaker move) scores 0, so made-up evals never pay."""
     if not answer.evals or len(answer.evals) != len(answer.moves):
         return 0.0
     engine = _engine_top(truth)
     accuracy: dict[str, float] = {}
-    for move, value in zip(answer.moves[:MAX_CANDIDATES], answer.evals[:MAX_CANDIDATES]):
+    proposed = list(zip(answer.moves[:MAX_CANDIDATES], answer.evals[:MAX_CANDIDATES]))
+    for move, value in proposed:
         if move in engine and move not in accuracy:
             accuracy[move] = max(0.0, 1.0 - abs(value - engine[move]) / eval_scale)
-    return math.fsum(accuracy.values()) / len(accuracy) if accuracy else 0.0
+    return math.fsum(accuracy.values()) / len(proposed)
 
 
 # ---- held-out evaluation -----------------------------------------------------------------------
