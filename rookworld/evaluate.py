@@ -36,6 +36,7 @@ EVAL_CLIP_PAWNS = 10.0
 class EvalResult:
     metrics: dict[str, float]
     samples: list[dict] = field(default_factory=list)
+    problem_scores: list[float] = field(default_factory=list)  # each problem's task score, in problem order
 
     @property
     def score(self) -> float:
@@ -85,6 +86,12 @@ def task_scores(metrics: dict[str, float]) -> dict[str, float]:
     return {"eval/P/score": p_score, "eval/A/score": a_score, "eval/score": 0.5 * (p_score + a_score)}
 
 
+def problem_score(problem: Problem, scored: dict[str, float]) -> float:
+    """One problem's share of eval/score: its task's score formula (eval/P/score or eval/A/score) on its own
+    criteria; the paired per-position values a statistical pruner compares across trials."""
+    return task_scores({f"eval/{problem.task}/{k}": v for k, v in scored.items()})[f"eval/{problem.task}/score"]
+
+
 def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
              batch_size: int, num_samples_logged: int, decoder=None,
              generator: torch.Generator | None = None) -> EvalResult:
@@ -92,7 +99,7 @@ def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_toke
     StaticDecoder on CUDA (with its generator, which keeps its captured graphs valid; greedy decoding
     draws nothing from it)."""
     rows: dict[str, list[dict[str, float]]] = {"P": [], "A": []}
-    samples = []
+    samples, problem_scores = [], []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
         rollout: Rollout = generate_for_problems(policy, tokenizer, chunk, max_new_tokens, greedy=True,
@@ -100,6 +107,7 @@ def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_toke
         for problem, completion in zip(chunk, decode_completions(tokenizer, rollout)):
             scored = score_heldout(problem, completion)
             rows[problem.task].append(scored)
+            problem_scores.append(problem_score(problem, scored))
             if len(samples) < num_samples_logged:
                 samples.append({"task": problem.task, "prompt": problem.prompt_text,
                                 "completion": completion, "reward": reward_fn(problem, completion).total,
@@ -109,4 +117,4 @@ def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_toke
         if task_rows:
             metrics.update({f"eval/{task}/{k}": v for k, v in _mean_by_key(task_rows).items()})
     metrics.update(task_scores(metrics))
-    return EvalResult(metrics=metrics, samples=samples)
+    return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores)

@@ -15,7 +15,7 @@ a write error is re-raised on the calling thread at the next `log_metrics` or at
 Run outcome (tag `rookworld.outcome`): "running" from the start, then one of OUTCOMES. On exit:
 an exception in the body gives "failed" with `rookworld.stop_reason` = "ExcType: message" (the
 exception propagates); a clean exit with no outcome set gives "success". MLflow run status:
-success -> FINISHED; kl_failure, nan_failure, failed -> FAILED; pruned -> KILLED; an interrupt
+success -> FINISHED; kl_failure, nan_failure, diverged:*, failed -> FAILED; pruned -> KILLED; an interrupt
 (KeyboardInterrupt, SystemExit) -> KILLED.
 
 In a Hydra multirun job the run is a child of the sweep's parent run, whose id the sweep callback
@@ -43,12 +43,14 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.divergence import DIVERGED_OUTCOMES
+
 if TYPE_CHECKING:
     from mlflow import MlflowClient
 
 log = logging.getLogger(__name__)
 
-OUTCOMES = ("running", "success", "kl_failure", "nan_failure", "pruned", "failed")
+OUTCOMES = ("running", "success", "kl_failure", "nan_failure", *DIVERGED_OUTCOMES, "pruned", "failed")
 OUTCOME_TAG = "rookworld.outcome"
 STOP_REASON_TAG = "rookworld.stop_reason"
 TRIAL_TAG = "rookworld.trial"
@@ -64,6 +66,7 @@ RUN_STATUS = {
     "success": "FINISHED",
     "kl_failure": "FAILED",
     "nan_failure": "FAILED",
+    **dict.fromkeys(DIVERGED_OUTCOMES, "FAILED"),
     "pruned": "KILLED",
     "failed": "FAILED",
 }
