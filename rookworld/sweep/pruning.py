@@ -29,6 +29,7 @@ default) or minimize; the failure penalty must lie on the bad side of every eval
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -86,7 +87,9 @@ def build_pruner(pruner: DictConfig) -> BasePruner:
     kind = options.pop("kind", None)
     require(kind in PRUNERS, "trial.pruner.kind", kind, f"expected one of {', '.join(PRUNERS)}")
     try:
-        return PRUNERS[kind](**options)
+        with warnings.catch_warnings():  # WilcoxonPruner is "experimental" in Optuna: one warning per trial otherwise
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return PRUNERS[kind](**options)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"trial.pruner={dict(pruner)!r}: {error} (an argument of another pruner? drop it with "
                           "~trial.pruner.KEY)") from error

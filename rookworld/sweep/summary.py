@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from optuna.trial import FrozenTrial
 
+SUCCESS = "success"
 DIRECTIONS = ("maximize", "minimize")
 OBJECTIVE_METRIC = "objective"
 REWARD_METRIC = "reward"
@@ -60,6 +61,10 @@ OUTCOME_COLORS = {
     "success": "tab:green",
     "kl_failure": "tab:orange",
     "nan_failure": "tab:red",
+    "diverged:kl_growth": "tab:brown",
+    "diverged:entropy": "tab:pink",
+    "diverged:grad_norm": "tab:olive",
+    "diverged:reward": "tab:cyan",
     "pruned": "tab:gray",
     "failed": "black",
     "running": "tab:blue",
@@ -93,8 +98,8 @@ class SweepSummary:
         return {**{o: found.get(o, 0) for o in OUTCOMES}, **found}
 
     def ranked(self) -> list[TrialResult]:
-        """Trials with an objective, best first."""
-        scored = [t for t in self.trials if t.objective is not None]
+        """Successful trials with an objective, best first (a pruned or failed trial is never best)."""
+        scored = [t for t in self.trials if t.objective is not None and t.outcome == SUCCESS]
         return sorted(scored, key=lambda t: t.objective, reverse=self.direction == "maximize")
 
     @property
@@ -422,7 +427,9 @@ class StudySummary:
 
     @property
     def best(self) -> StudyTrial | None:
-        complete = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
+        """The best COMPLETE trial that succeeded (a guard-stopped trial is COMPLETE with the failure penalty)."""
+        complete = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None
+                    and t.outcome in (SUCCESS, _NO_RUN)]
         pick = max if self.direction == "maximize" else min
         return pick(complete, key=lambda t: t.value) if complete else None
 
@@ -458,6 +465,11 @@ def _trial_note(trial: FrozenTrial) -> str:
 
 
 def study_trial(trial: FrozenTrial, outcome: str) -> StudyTrial:
+    """`outcome`: its MLflow run's; without one, the outcome its job recorded on the trial (if any)."""
+    from rookworld.sweep.pruning import OUTCOME_ATTR
+
+    if outcome == _NO_RUN:
+        outcome = str(trial.user_attrs.get(OUTCOME_ATTR, _NO_RUN))
     steps = trial.intermediate_values
     return StudyTrial(
         number=trial.number,
@@ -497,6 +509,8 @@ def study_markdown(summary: StudySummary) -> str:
     if best is not None:
         chosen = ", ".join(f"{k}={_fmt_param(v)}" for k, v in best.params.items())
         lines.append(f"Best: trial {best.number}, objective {_fmt_objective(best.value)} ({chosen or 'no params'}).")
+    else:
+        lines.append("Best: none (no trial finished successfully).")
     header = ["trial", "state", "objective", "outcome", "last step", *summary.param_names, "note"]
     rows = [[str(t.number), t.state, _fmt_objective(t.value), t.outcome,
              "-" if t.last_step is None else str(t.last_step),
