@@ -88,6 +88,8 @@ def validate(cfg: DictConfig) -> None:
             "must be > 0 or null (no limit)")
     require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0 (0 = only at the start and the end)")
     require(cfg.eval.batch_size >= 1, "eval.batch_size", cfg.eval.batch_size, "must be >= 1")
+    require(cfg.eval.cache_dir is None or (isinstance(cfg.eval.cache_dir, str) and cfg.eval.cache_dir.strip() != ""),
+            "eval.cache_dir", cfg.eval.cache_dir, "must be a folder or null (no cache)")
     require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = off)")
     require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
              "expected auto, cpu, cuda or cuda:N")

@@ -9,8 +9,8 @@ recorded result (the run gets `objective.failure_penalty`), never something to t
   kl_failure          kl above `kl.max` for `kl.max_steps_above` steps in a row (today's guard)
   diverged:kl_growth  the mean kl of the last `window` steps is at least `factor` x the mean of
                       the `window` steps before (0 before the run's first steps: the policy starts
-                      as the reference) and above `min_fraction` x kl.max: a run racing toward
-                      kl.max, stopped before it gets there
+                      as the reference) and above `min_fraction` x kl.max, while kl is still at or
+                      below kl.max: a run racing toward kl.max, stopped before it gets there
   diverged:entropy    the mean token entropy of the last `window` steps is below `min_ratio` x the
                       mean of the run's first `window` steps (the policy collapsing onto one answer)
   diverged:grad_norm  the gradient norm is above `factor` x the median of the previous `window`
@@ -106,6 +106,8 @@ class KLGrowth:
         recent_mean = _mean(recent)
         before_mean = _mean(before) if before else 0.0  # the run starts at kl = 0 (policy = reference)
         floor = self.min_fraction * self.kl_max
+        if kl > self.kl_max:  # already above the ceiling: kl_failure's rule (kl.max_steps_above) decides
+            return None
         if recent_mean >= floor and recent_mean >= self.factor * before_mean:
             return DIVERGED_KL_GROWTH, (f"mean kl of the last {self.window} steps {recent_mean:.4g} >= "
                                         f"{self.factor:g} x {before_mean:.4g} before and >= {floor:.4g} "

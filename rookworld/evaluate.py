@@ -16,6 +16,8 @@ The per-field rates are the reward criteria of rookworld.rewards (docs/rewards.m
   eval/A/score = ½·next_state + ½·mean(reward, terminated, truncated)
   eval/score   = ½·eval/P/score + ½·eval/A/score  (both held-out sets always, whatever the task mix,
                  so runs with different mixes compare; this is what sweeps optimise)
+EvalResult.problem_scores: each problem's own task score (the eval/P/score or eval/A/score formula on
+its criteria), in problem order: the paired values the Wilcoxon pruner compares across trials.
 """
 from __future__ import annotations
 

@@ -33,7 +33,7 @@ def test_a_second_run_reuses_the_step0_evaluation_and_logs_it_identically(tmp_pa
     written = stored.stat().st_mtime_ns
 
     second = run(tiny_config(tmp_path / "b", *common))
-    assert f"eval @ step 0: eval/score=" in (out := capsys.readouterr().out) and f"(cached: {stored})" in out
+    assert "eval @ step 0: eval/score=" in (out := capsys.readouterr().out) and f"(cached: {stored})" in out
     assert stored.stat().st_mtime_ns == written and list(cache.glob("*")) == [stored]  # read, not rewritten
     assert first.final_eval == second.final_eval
     runs = step0_metrics(uri)

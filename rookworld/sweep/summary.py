@@ -276,7 +276,7 @@ def plot_optimisation_history(summary: SweepSummary, path: Path) -> Path:
     best_x, best_y, running = [], [], None
     for x, t in zip(_x_positions(summary.trials), summary.trials):
         _scatter_trial(axes, x, t, floor)
-        if t.objective is not None:
+        if t.objective is not None and t.outcome == SUCCESS:  # the running best of successful trials only
             running = t.objective if running is None else better(running, t.objective)
             best_x.append(x)
             best_y.append(running)
