@@ -95,6 +95,7 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
     study, url = new_study(tmp_path, "maximize", name="all_diverge")
     diverging = {0: ["optimizer.lr=1.0", "kl.max=1.0", "kl.max_steps_above=1"],  # KL above kl.max at once
                  1: ["optimizer.lr=1e-3"]}                                   # KL racing up: stopped by kl_growth
+    stopped_at = []
     for number, overrides in diverging.items():
         add_trial_number(study.ask())
         cfg = tiny_config(tmp_path / str(number), "task_mix=env_only", "steps=6", "optimizer.warmup_steps=0",
@@ -102,11 +103,13 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
                           "trial.study=all_diverge", f"trial.storage={url}", *overrides)
         result = run(cfg)
         study.tell(number, result.objective, skip_if_finished=True)  # what the sweeper does with the return value
+        stopped_at.append(result.steps)
     trials = study.trials
     assert [t.user_attrs[OUTCOME_ATTR] for t in trials] == [KL_FAILURE, DIVERGED_KL_GROWTH]
     assert [t.state for t in trials] == [TrialState.COMPLETE] * 2 and {t.value for t in trials} == {-1.0}
-    # per-problem scores of 4 + 4 problems at each evaluation before the stop (steps 1; 1 and 2)
-    assert [len(t.intermediate_values) for t in trials] == [8, 16]
+    # per-problem scores of 4 + 4 problems at each evaluation before the stop (every step but the last)
+    assert [len(t.intermediate_values) for t in trials] == [8 * (steps - 1) for steps in stopped_at]
+    assert stopped_at[0] == 2 and stopped_at[1] < 6
 
     summary = summarise_study(study)  # no MLflow runs: the outcomes come from the trials
     assert summary.best is None
