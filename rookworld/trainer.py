@@ -358,7 +358,8 @@ class Trainer:
         if not e.cache_dir:
             return None
         settings = {"max_new_tokens": self.max_new_tokens, "batch_size": e.batch_size,
-                    "num_samples_logged": e.num_samples_logged, "reward": OmegaConf.to_container(cfg.reward, resolve=True),
+                    "num_samples_logged": e.num_samples_logged,
+                    "reward": OmegaConf.to_container(cfg.reward, resolve=True),
                     "model": OmegaConf.to_container(cfg.model, resolve=True), "device": self.device.type,
                     "decoder": type(self.decoder).__name__ if self.decoder is not None else "plain",
                     "torch": torch.__version__}
