@@ -90,13 +90,14 @@ def validate(cfg: DictConfig) -> None:
             "must be > 0 or null (no limit)")
     require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0 (0 = only at the start and the end)")
     require(cfg.eval.batch_size >= 1, "eval.batch_size", cfg.eval.batch_size, "must be >= 1")
+    require(cfg.eval.cache_dir is None or (isinstance(cfg.eval.cache_dir, str) and cfg.eval.cache_dir.strip() != ""),
+            "eval.cache_dir", cfg.eval.cache_dir, "must be a folder or null (no cache)")
     require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = off)")
     require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
              "expected auto, cpu, cuda or cuda:N")
     _one_of("model.dtype", cfg.model.dtype, DTYPES)
     _validate_tracking(cfg.tracking)
-    require(cfg.guards.max_nonfinite_steps >= 1, "guards.max_nonfinite_steps",
-             cfg.guards.max_nonfinite_steps, "must be >= 1")
+    _validate_guards(cfg.guards)
 
 
 def validate_bench(cfg: DictConfig) -> None:
@@ -160,6 +161,27 @@ def _validate_tracking(tracking: DictConfig) -> None:
         require(_is_number(tracking[key]) and tracking[key] > 0, f"tracking.{key}", tracking[key], "must be > 0")
     require(isinstance(tracking.param_value_max, int) and tracking.param_value_max >= 4,
             "tracking.param_value_max", tracking.param_value_max, "must be an integer >= 4 (room for '...')")
+
+
+def _validate_guards(guards: DictConfig) -> None:
+    """conf/guards/: every window an integer >= 0 (0 = detector off), every threshold a positive number."""
+    _require_int(guards.max_nonfinite_steps, "guards.max_nonfinite_steps", 1)
+    for name in ("kl_growth", "entropy", "grad_norm", "reward"):
+        _require_int(guards[name].window, f"guards.{name}.window", 0, " (0 = off)")
+    g, e, n, r = guards.kl_growth, guards.entropy, guards.grad_norm, guards.reward
+    require(_is_number(g.factor) and g.factor > 1, "guards.kl_growth.factor", g.factor, "must be a number > 1")
+    require(_is_number(g.min_fraction) and 0 < g.min_fraction <= 1, "guards.kl_growth.min_fraction", g.min_fraction,
+            "must be in (0, 1] (a fraction of kl.max)")
+    require(_is_number(e.min_ratio) and 0 < e.min_ratio < 1, "guards.entropy.min_ratio", e.min_ratio,
+            "must be in (0, 1)")
+    require(_is_number(n.factor) and n.factor > 1, "guards.grad_norm.factor", n.factor, "must be a number > 1")
+    _require_int(n.steps_above, "guards.grad_norm.steps_above", 1)
+    require(_is_number(r.drop) and r.drop > 0, "guards.reward.drop", r.drop, "must be a number > 0")
+
+
+def _require_int(value, key: str, least: int, note: str = "") -> None:
+    require(isinstance(value, int) and not isinstance(value, bool) and value >= least, key, value,
+            f"must be an integer >= {least}{note}")
 
 
 def _is_number(value) -> bool:

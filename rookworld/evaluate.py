@@ -16,6 +16,8 @@ The per-field rates are the reward criteria of each task (rookworld/tasks/, docs
   eval/A/score = ½·next_state + ½·mean(reward, terminated, truncated)
   eval/score   = ½·eval/P/score + ½·eval/A/score  (both held-out sets always, whatever the task mix,
                  so runs with different mixes compare; this is what sweeps optimise)
+EvalResult.problem_scores: each problem's own task score (the eval/P/score or eval/A/score formula on
+its criteria), in problem order: the paired values the Wilcoxon pruner compares across trials.
 """
 from __future__ import annotations
 
@@ -30,6 +32,7 @@ from rookworld.tasks import Problem, perfect_completion, score_heldout
 class EvalResult:
     metrics: dict[str, float]
     samples: list[dict] = field(default_factory=list)
+    problem_scores: list[float] = field(default_factory=list)  # each problem's task score, in problem order
 
     @property
     def score(self) -> float:
@@ -49,13 +52,19 @@ def task_scores(metrics: dict[str, float]) -> dict[str, float]:
     return {"eval/P/score": p_score, "eval/A/score": a_score, "eval/score": 0.5 * (p_score + a_score)}
 
 
+def problem_score(problem: Problem, scored: dict[str, float]) -> float:
+    """One problem's share of eval/score: its task's score formula (eval/P/score or eval/A/score) on its own
+    criteria; the paired per-position values a statistical pruner compares across trials."""
+    return task_scores({f"eval/{problem.task}/{k}": v for k, v in scored.items()})[f"eval/{problem.task}/score"]
+
+
 def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
              batch_size: int, num_samples_logged: int, generator: torch.Generator | None = None) -> EvalResult:
     """Greedy completions for every held-out problem, scored field by field. `decoder`: the trainer's
     (make_decoder: StaticDecoder on CUDA, used with its generator, which keeps its captured graphs
     valid; greedy decoding draws nothing from it), or a PlainDecoder."""
     rows: dict[str, list[dict[str, float]]] = {"P": [], "A": []}
-    samples = []
+    samples, problem_scores = [], []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
         rollout: Rollout = generate_for_problems(decoder, tokenizer, chunk, max_new_tokens, greedy=True,
@@ -63,6 +72,7 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
         for problem, completion in zip(chunk, decode_completions(tokenizer, rollout)):
             scored = score_heldout(problem, completion)
             rows[problem.task].append(scored)
+            problem_scores.append(problem_score(problem, scored))
             if len(samples) < num_samples_logged:
                 samples.append({"task": problem.task, "prompt": problem.prompt_text,
                                 "completion": completion, "reward": reward_fn(problem, completion).total,
@@ -72,4 +82,4 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
         if task_rows:
             metrics.update({f"eval/{task}/{k}": v for k, v in _mean_by_key(task_rows).items()})
     metrics.update(task_scores(metrics))
-    return EvalResult(metrics=metrics, samples=samples)
+    return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores)

@@ -21,8 +21,10 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from rookworld.divergence import Guards
+from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
@@ -31,7 +33,7 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import token_logprobs
 from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.outcomes import KL_FAILURE, NAN_FAILURE, PRUNED, SUCCESS
+from rookworld.outcomes import PRUNED, SUCCESS
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems, stopped
 from rookworld.tasks import Problem
 
@@ -39,9 +41,12 @@ TRAINER_STATE_FILE = "trainer_state.pt"
 
 
 class StepHook(Protocol):
-    """Looks at each step's metrics (eval/* included at evaluation steps); True stops the run as pruned."""
+    """Looks at each step's metrics (eval/* included at evaluation steps, with the evaluation itself);
+    True stops the run as pruned. Told the run's outcome at the end."""
 
-    def should_prune(self, step: int, metrics: dict[str, float]) -> bool: ...
+    def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None) -> bool: ...
+
+    def record_outcome(self, outcome: str, reason: str) -> None: ...
 
 
 @dataclass
@@ -74,37 +79,6 @@ class Batch:
 
 
 @dataclass
-class Guards:
-    max_nonfinite_steps: int
-    kl_max: float | None
-    kl_max_steps: int
-    nonfinite_in_row: int = 0
-    kl_above_in_row: int = 0
-    nonfinite_total: int = 0
-
-    def check(self, nonfinite: bool, kl: float | None) -> tuple[str, str] | None:
-        self.nonfinite_in_row = self.nonfinite_in_row + 1 if nonfinite else 0
-        self.nonfinite_total += int(nonfinite)
-        if self.nonfinite_in_row >= self.max_nonfinite_steps:
-            return NAN_FAILURE, f"{self.nonfinite_in_row} non-finite losses in a row"
-        if self.kl_max is None or kl is None:
-            return None
-        above = not math.isfinite(kl) or kl > self.kl_max
-        self.kl_above_in_row = self.kl_above_in_row + 1 if above else 0
-        if self.kl_above_in_row >= self.kl_max_steps:
-            return KL_FAILURE, f"kl={kl:.4g} > kl.max={self.kl_max} for {self.kl_above_in_row} step(s)"
-        return None
-
-    def state_dict(self) -> dict:
-        return {"nonfinite_in_row": self.nonfinite_in_row, "kl_above_in_row": self.kl_above_in_row,
-                "nonfinite_total": self.nonfinite_total}
-
-    def load_state_dict(self, state: dict) -> None:
-        for key, value in state.items():
-            setattr(self, key, value)
-
-
-@dataclass
 class Trainer:
     cfg: DictConfig
     policy: torch.nn.Module
@@ -125,8 +99,7 @@ class Trainer:
         self.optimizer = build_optimizer(self.policy.parameters(), cfg.optimizer)
         k = cfg.kl
         self.kl = KLController(k.kind, k.coef, k.warmup_steps, k.warmup_factor, k.target, k.horizon)
-        self.guards = Guards(cfg.guards.max_nonfinite_steps, k.max if self.kl.enabled else None,
-                             k.max_steps_above)
+        self.guards = Guards(cfg.guards, k.max if self.kl.enabled else None, k.max_steps_above)
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.shuffle_generator = torch.Generator().manual_seed(cfg.seed + 1)
         rn = cfg.grpo.reward_norm
@@ -155,10 +128,11 @@ class Trainer:
             self.step += 1
             self.tracker.log_metrics(metrics, step=self.step)
             self._print_progress(metrics)
-            stop = self.guards.check(nonfinite, metrics.get("kl"))
-            if stop is None and self._eval_due():
-                metrics = {**metrics, **self._evaluate(self.step).metrics}
-            if stop is None and any(h.should_prune(self.step, metrics) for h in self.hooks):
+            stop = self.guards.check(metrics, nonfinite)
+            evaluation = self._evaluate(self.step) if stop is None and self._eval_due() else None
+            if evaluation is not None:
+                metrics = {**metrics, **evaluation.metrics}
+            if stop is None and any(h.should_prune(self.step, metrics, evaluation) for h in self.hooks):
                 stop = PRUNED, f"pruned at step {self.step}"
             if stop is not None:
                 outcome, reason = stop
@@ -183,6 +157,8 @@ class Trainer:
             objective = self.last_eval.score
         self.tracker.log_metrics({"objective": objective}, step=self.step)
         self.tracker.set_outcome(outcome, reason)
+        for hook in self.hooks:
+            hook.record_outcome(outcome, reason)
         print(f"outcome: {outcome} ({reason}); objective {objective:.4f}")
         if final_eval:
             print("final evaluation: " + ", ".join(f"{k}={v:.3f}" for k, v in final_eval.items()))
@@ -363,16 +339,35 @@ class Trainer:
 
     def _evaluate(self, step: int) -> EvalResult:
         e = self.cfg.eval
-        with torch.no_grad(), self._autocast():
-            result = evaluate(self.decoder, self.tokenizer, self.heldout, self.reward_fn, self.max_new_tokens,
-                              e.batch_size, e.num_samples_logged, generator=self.generator)
+        cache = self._start_eval_cache() if step == 0 else None
+        result = cache.load() if cache is not None else None
+        cached = result is not None
+        if result is None:
+            with torch.no_grad(), self._autocast():
+                result = evaluate(self.decoder, self.tokenizer, self.heldout, self.reward_fn, self.max_new_tokens,
+                                  e.batch_size, e.num_samples_logged, generator=self.generator)
+            if cache is not None:
+                cache.store(result)
         self.tracker.log_metrics(result.metrics, step=step)
         self.tracker.log_samples(result.samples, step=step)
         self.last_eval, self.last_eval_step = result, step
         shown = ("eval/score", "eval/P/format", "eval/P/best_move", "eval/A/format", "eval/A/next_state")
-        print(f"eval @ step {step}: " + " ".join(f"{k}={result.metrics[k]:.3f}"
-                                                 for k in shown if k in result.metrics))
+        print(f"eval @ step {step}: " + " ".join(f"{k}={result.metrics[k]:.3f}" for k in shown if k in result.metrics)
+              + (f" (cached: {cache.path})" if cached else ""))
         return result
+
+    def _start_eval_cache(self) -> EvalCache | None:
+        """The shared step-0 evaluation of these starting weights (rookworld/eval_cache.py); None when off."""
+        e, cfg = self.cfg.eval, self.cfg
+        if not e.cache_dir:
+            return None
+        settings = {"max_new_tokens": self.max_new_tokens, "batch_size": e.batch_size,
+                    "num_samples_logged": e.num_samples_logged,
+                    "reward": OmegaConf.to_container(cfg.reward, resolve=True),
+                    "model": OmegaConf.to_container(cfg.model, resolve=True), "device": self.device.type,
+                    "decoder": type(self.decoder).__name__ if self.decoder is not None else "plain",
+                    "torch": torch.__version__}
+        return EvalCache(str(e.cache_dir), cache_key(self.policy, self.heldout, settings))
 
     def _completion_metrics(self, rollout) -> dict[str, float]:
         lengths = rollout.completion_lengths.float()

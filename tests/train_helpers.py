@@ -18,7 +18,8 @@ TINY_RUN = ["experiment=quickstart", "steps=2", "eval.every=0", "eval.num_policy
 
 def tiny_config(tmp_path: Path, *overrides: str) -> DictConfig:
     with initialize_config_dir(config_dir=CONF_DIR):
-        return compose("config", overrides=[*TINY_RUN, f"checkpoint.dir={tmp_path}/checkpoints", *overrides])
+        return compose("config", overrides=[*TINY_RUN, f"checkpoint.dir={tmp_path}/checkpoints",
+                                            f"eval.cache_dir={tmp_path}/eval_cache", *overrides])
 
 
 PROMPT_TEXTS = [

@@ -13,27 +13,42 @@ trial N of the sweep's study (`hydra.sweeper.study_name` / `storage`, or `trial.
    (`study.tell`, from the job) and returns True: the trainer stops with outcome `pruned`, which
    the Tracker tags in MLflow. The sweeper, whose `tell` skips finished trials, leaves it PRUNED.
 
-A trial a guard stops (kl_failure, nan_failure) is not pruned: the trainer returns
-`objective.failure_penalty` and the sweeper tells it COMPLETE with that value (its MLflow run says
-which guard). The reported value must improve in the study's direction (maximize by default).
+With `trial/pruner=wilcoxon` (Optuna's WilcoxonPruner, a paired signed-rank test against the best
+trial) the hook reports, at each evaluation step, every held-out problem's own score
+(`EvalResult.problem_scores`) as its own Optuna step `step * n_problems + index`: trials evaluated
+at the same steps on the same held-out problems pair value by value (`trial.metric`, `every` and
+`window` do not apply). The first comparison needs a completed trial that evaluated at that step.
+
+A trial a divergence detector stops (kl_failure, nan_failure, diverged:*) is not pruned: the trainer
+returns `objective.failure_penalty`, the hook records the outcome as the trial's user attr
+`rookworld:outcome` (so a study summary never names it best), and the sweeper tells it COMPLETE
+with that value (its MLflow run says which detector). The study may maximize (eval/score, the
+default) or minimize; the failure penalty must lie on the bad side of every eval/score in [0, 1].
 """
 
 from __future__ import annotations
 
 import logging
+import warnings
 from collections import deque
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import optuna
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
-from optuna.pruners import BasePruner, HyperbandPruner, MedianPruner, NopPruner, PercentilePruner, ThresholdPruner
+from optuna.pruners import (BasePruner, HyperbandPruner, MedianPruner, NopPruner, PercentilePruner, ThresholdPruner,
+                            WilcoxonPruner)
+from optuna.study import StudyDirection
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
 from rookworld.sweep.study import open_storage, trial_id
 from rookworld.tracking import hydra_base_dir
+
+if TYPE_CHECKING:
+    from rookworld.evaluate import EvalResult
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +58,9 @@ PRUNERS: dict[str, type[BasePruner]] = {
     "percentile": PercentilePruner,
     "hyperband": HyperbandPruner,
     "threshold": ThresholdPruner,
+    "wilcoxon": WilcoxonPruner,
 }
+OUTCOME_ATTR = "rookworld:outcome"  # trial user attr: the run's outcome when it ends unpruned
 
 
 @dataclass(frozen=True)
@@ -64,13 +81,15 @@ class ReportSettings:
 
 
 def build_pruner(pruner: DictConfig) -> BasePruner:
-    """`trial.pruner`: `kind` (none | median | percentile | hyperband | threshold) and its arguments."""
+    """`trial.pruner`: `kind` (none | median | percentile | hyperband | threshold | wilcoxon) and its arguments."""
     options = OmegaConf.to_container(pruner, resolve=True)
     assert isinstance(options, dict)
     kind = options.pop("kind", None)
     require(kind in PRUNERS, "trial.pruner.kind", kind, f"expected one of {', '.join(PRUNERS)}")
     try:
-        return PRUNERS[kind](**options)
+        with warnings.catch_warnings():  # WilcoxonPruner is "experimental" in Optuna: one warning per trial otherwise
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return PRUNERS[kind](**options)
     except (TypeError, ValueError) as error:
         raise ConfigError(f"trial.pruner={dict(pruner)!r}: {error} (an argument of another pruner? drop it with "
                           "~trial.pruner.KEY)") from error
@@ -104,6 +123,9 @@ class OptunaPruningHook:
         storage = open_storage(url, hydra_base_dir())
         study = optuna.load_study(study_name=name, storage=storage, pruner=build_pruner(cfg.trial.pruner),
                                   sampler=optuna.samplers.RandomSampler())  # the job never samples
+        penalty = OmegaConf.select(cfg, "objective.failure_penalty", default=None)
+        if penalty is not None:
+            check_failure_penalty(penalty, study.direction)
         hook = cls(study, storage, trial_id(storage, name, settings.number), settings)
         hook.check_running()
         log.info("reporting %s to Optuna trial %d of study %s (%s)", settings.metric, settings.number, name,
@@ -118,8 +140,30 @@ class OptunaPruningHook:
             raise RuntimeError(f"Optuna trial {self.settings.number} of study {self.study.study_name!r} is "
                                f"{state.name}, not RUNNING (failed as stale by a newer sweep?): stopping this job")
 
-    def should_prune(self, step: int, metrics: dict[str, float]) -> bool:
+    @property
+    def per_problem(self) -> bool:
+        """The pruner pairs values by problem (WilcoxonPruner), not by training step."""
+        return isinstance(self.study.pruner, WilcoxonPruner)
+
+    def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None = None) -> bool:
+        """`evaluation`: the held-out evaluation of this step, if one ran (the per-problem pruner needs it)."""
         self.check_running()
+        if self.per_problem:
+            if evaluation is None or not evaluation.problem_scores:
+                return False
+            n = len(evaluation.problem_scores)
+            for index, value in enumerate(evaluation.problem_scores):
+                self.trial.report(value, step * n + index)
+        elif not self._report_metric(step, metrics):
+            return False
+        if not self.trial.should_prune():
+            return False
+        self.study.tell(self.trial, state=TrialState.PRUNED)
+        log.info("Optuna trial %d pruned at step %d", self.settings.number, step)
+        return True
+
+    def _report_metric(self, step: int, metrics: dict[str, float]) -> bool:
+        """Report the windowed mean of `trial.metric` when due; True when something was reported."""
         value = metrics.get(self.settings.metric)
         if value is None:
             return False
@@ -127,8 +171,19 @@ class OptunaPruningHook:
         if step % self.settings.every:
             return False
         self.trial.report(sum(self._values) / len(self._values), step)
-        if not self.trial.should_prune():
-            return False
-        self.study.tell(self.trial, state=TrialState.PRUNED)
-        log.info("Optuna trial %d pruned at step %d", self.settings.number, step)
         return True
+
+    def record_outcome(self, outcome: str, reason: str) -> None:
+        """The run's outcome on its trial (user attr), unless the pruner already ended the trial."""
+        if self._storage.get_trial(self._trial_id).state == TrialState.RUNNING:
+            self.trial.set_user_attr(OUTCOME_ATTR, outcome)
+
+
+def check_failure_penalty(penalty: float, direction: StudyDirection) -> None:
+    """A failed run must rank below every real objective (eval/score, in [0, 1]) in the study's direction."""
+    if direction == StudyDirection.MINIMIZE:
+        require(penalty > 1, "objective.failure_penalty", penalty,
+                "a minimize study needs a penalty above every eval/score (> 1), e.g. objective.failure_penalty=2")
+    else:
+        require(penalty < 0, "objective.failure_penalty", penalty,
+                "a maximize study needs a penalty below every eval/score (< 0), e.g. objective.failure_penalty=-1")

@@ -40,7 +40,8 @@ from rookworld.tracking import (
     STUDY_TAG,
     TRIAL_TAG,
 )
-from rookworld.outcomes import FAILED, KL_FAILURE, NAN_FAILURE, OUTCOMES, PRUNED, RUNNING, SUCCESS
+from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, FAILED,
+                                KL_FAILURE, NAN_FAILURE, OUTCOMES, PRUNED, RUNNING, SUCCESS)
 
 if TYPE_CHECKING:
     import optuna
@@ -60,6 +61,10 @@ OUTCOME_COLORS = {
     SUCCESS: "tab:green",
     KL_FAILURE: "tab:orange",
     NAN_FAILURE: "tab:red",
+    DIVERGED_KL_GROWTH: "tab:brown",
+    DIVERGED_ENTROPY: "tab:pink",
+    DIVERGED_GRAD_NORM: "tab:olive",
+    DIVERGED_REWARD: "tab:cyan",
     PRUNED: "tab:gray",
     FAILED: "black",
     RUNNING: "tab:blue",
@@ -93,8 +98,8 @@ class SweepSummary:
         return {**{o: found.get(o, 0) for o in OUTCOMES}, **found}
 
     def ranked(self) -> list[TrialResult]:
-        """Trials with an objective, best first."""
-        scored = [t for t in self.trials if t.objective is not None]
+        """Successful trials with an objective, best first (a pruned or failed trial is never best)."""
+        scored = [t for t in self.trials if t.objective is not None and t.outcome == SUCCESS]
         return sorted(scored, key=lambda t: t.objective, reverse=self.direction == "maximize")
 
     @property
@@ -271,7 +276,7 @@ def plot_optimisation_history(summary: SweepSummary, path: Path) -> Path:
     best_x, best_y, running = [], [], None
     for x, t in zip(_x_positions(summary.trials), summary.trials):
         _scatter_trial(axes, x, t, floor)
-        if t.objective is not None:
+        if t.objective is not None and t.outcome == SUCCESS:  # the running best of successful trials only
             running = t.objective if running is None else better(running, t.objective)
             best_x.append(x)
             best_y.append(running)
@@ -422,7 +427,9 @@ class StudySummary:
 
     @property
     def best(self) -> StudyTrial | None:
-        complete = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None]
+        """The best COMPLETE trial that succeeded (a guard-stopped trial is COMPLETE with the failure penalty)."""
+        complete = [t for t in self.trials if t.state == "COMPLETE" and t.value is not None
+                    and t.outcome in (SUCCESS, _NO_RUN)]
         pick = max if self.direction == "maximize" else min
         return pick(complete, key=lambda t: t.value) if complete else None
 
@@ -458,6 +465,11 @@ def _trial_note(trial: FrozenTrial) -> str:
 
 
 def study_trial(trial: FrozenTrial, outcome: str) -> StudyTrial:
+    """`outcome`: its MLflow run's; without one, the outcome its job recorded on the trial (if any)."""
+    from rookworld.sweep.pruning import OUTCOME_ATTR
+
+    if outcome == _NO_RUN:
+        outcome = str(trial.user_attrs.get(OUTCOME_ATTR, _NO_RUN))
     steps = trial.intermediate_values
     return StudyTrial(
         number=trial.number,
@@ -497,6 +509,8 @@ def study_markdown(summary: StudySummary) -> str:
     if best is not None:
         chosen = ", ".join(f"{k}={_fmt_param(v)}" for k, v in best.params.items())
         lines.append(f"Best: trial {best.number}, objective {_fmt_objective(best.value)} ({chosen or 'no params'}).")
+    else:
+        lines.append("Best: none (no trial finished successfully).")
     header = ["trial", "state", "objective", "outcome", "last step", *summary.param_names, "note"]
     rows = [[str(t.number), t.state, _fmt_objective(t.value), t.outcome,
              "-" if t.last_step is None else str(t.last_step),

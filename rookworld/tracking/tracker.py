@@ -15,7 +15,7 @@ a write error is re-raised on the calling thread at the next `log_metrics` or at
 Run outcome (tag `rookworld.outcome`): "running" from the start, then one of OUTCOMES. On exit:
 an exception in the body gives "failed" with `rookworld.stop_reason` = "ExcType: message" (the
 exception propagates); a clean exit with no outcome set gives "success". MLflow run status:
-success -> FINISHED; kl_failure, nan_failure, failed -> FAILED; pruned -> KILLED; an interrupt
+success -> FINISHED; kl_failure, nan_failure, diverged:*, failed -> FAILED; pruned -> KILLED; an interrupt
 (KeyboardInterrupt, SystemExit) -> KILLED.
 
 A caller that places the run (a sweep trial, rookworld.sweep.context.trial_link) passes a RunLink:
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.outcomes import FAILED, KL_FAILURE, NAN_FAILURE, OUTCOMES, PRUNED, RUNNING, SUCCESS
+from rookworld.outcomes import FAILED, FAILURE_OUTCOMES, OUTCOMES, PRUNED, RUNNING, SUCCESS
 from rookworld.tracking.params import (MAX_PARAMS_TAGS_PER_BATCH, flatten_config, git_state, one_line,
                                        sanitize_key, table_columns, truncate_params)
 from rookworld.tracking.settings import TrackingSettings, hydra_base_dir
@@ -55,8 +55,7 @@ PARENT_TAG = "mlflow.parentRunId"
 RUN_STATUS = {
     RUNNING: "FINISHED",
     SUCCESS: "FINISHED",
-    KL_FAILURE: "FAILED",
-    NAN_FAILURE: "FAILED",
+    **dict.fromkeys(FAILURE_OUTCOMES, "FAILED"),
     PRUNED: "KILLED",
     FAILED: "FAILED",
 }
