@@ -9,8 +9,9 @@ from pathlib import Path
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
-from rookworld.grpo.advantages import SCALE_REWARDS
+from rookworld.grpo.advantages import ADVANTAGE_STDS, SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS
 from rookworld.grpo.loss import LOSS_TYPES
 from rookworld.tracking import BACKENDS as TRACKING_BACKENDS
@@ -49,6 +50,7 @@ def validate(cfg: DictConfig) -> None:
     require(isinstance(g.group_size, int) and g.group_size >= 2, "grpo.group_size", g.group_size,
              "must be an integer >= 2 (advantages compare completions within a group)")
     _one_of("grpo.scale_rewards", g.scale_rewards, SCALE_REWARDS)
+    _one_of("grpo.advantage_std", g.advantage_std, ADVANTAGE_STDS)
     _one_of("grpo.loss_type", g.loss_type, LOSS_TYPES)
     require(g.reward_norm.momentum is not None and 0 <= g.reward_norm.momentum < 1, "grpo.reward_norm.momentum",
             g.reward_norm.momentum, "must be in [0, 1)")
@@ -143,10 +145,12 @@ def _validate_data(data: DictConfig) -> None:
     if data.kind == "rookworld7m":
         _one_of("data.heldout", data.heldout, HELDOUT_SOURCES)
     else:
-        require(0 <= data.arbiter_illegal_fraction <= 1, "data.arbiter_illegal_fraction",
-                data.arbiter_illegal_fraction, "must be in [0, 1]")
-        require(data.arbiter_train_size is None or data.arbiter_train_size >= 1, "data.arbiter_train_size",
-                data.arbiter_train_size, "must be >= 1 or null (all positions)")
+        try:
+            check_case_shares(dict(data.arbiter_cases))
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        require(data.arbiter_pool_size >= 1, "data.arbiter_pool_size", data.arbiter_pool_size, "must be >= 1")
+        require(data.arbiter_pool_walks >= 1, "data.arbiter_pool_walks", data.arbiter_pool_walks, "must be >= 1")
 
 
 def _validate_tracking(tracking: DictConfig) -> None:

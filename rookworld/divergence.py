@@ -30,14 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
-NAN_FAILURE = "nan_failure"
-KL_FAILURE = "kl_failure"
-DIVERGED_KL_GROWTH = "diverged:kl_growth"
-DIVERGED_ENTROPY = "diverged:entropy"
-DIVERGED_GRAD_NORM = "diverged:grad_norm"
-DIVERGED_REWARD = "diverged:reward"
-DIVERGED_OUTCOMES = (DIVERGED_KL_GROWTH, DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_REWARD)
-FAILURE_OUTCOMES = (KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES)  # each ends a run with objective.failure_penalty
+from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, KL_FAILURE,
+                                NAN_FAILURE)
 
 WATCHED_METRICS = ("kl", "entropy", "reward")  # a non-finite value of any of these makes the step non-finite
 

@@ -2,21 +2,39 @@
 
 `Engine.analyse(fen)` returns the MultiPV candidates ranked best-first for the side to move, with
 evals in pawns from the side-to-move's point of view (mate in n -> +-(1000 - n/100)), the
-convention of the published RookWorld data (see shared/spec/tasks.md).
+convention of the published RookWorld data (docs/tasks.md).
+
+Reproducible labels: every analysis starts a new game (`ucinewgame`, which clears Stockfish's hash
+and search history), so with one thread and a `nodes` or `depth` limit a position's label does not
+depend on what was analysed before it or in which process. `analyse_many` spreads positions over
+worker processes, one engine each.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import shutil
 import threading
+import time
 import weakref
 from collections import OrderedDict
+from pathlib import Path
 
 import chess
 import chess.engine
+from omegaconf import OmegaConf
 
 from rookworld.tasks import Candidate
+
+ENGINE_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "engine" / "stockfish.yaml"
+
+
+def engine_config() -> dict:
+    """conf/engine/stockfish.yaml: the Engine knobs (the defaults of the data commands)."""
+    knobs = OmegaConf.to_container(OmegaConf.load(ENGINE_CONFIG))
+    knobs.pop("_target_")
+    return knobs
 
 MATE_BASE = 1000.0
 
@@ -78,7 +96,8 @@ def score_to_pawns(score: chess.engine.Score) -> float:
 class Engine:
     """Persistent Stockfish process with a per-(fen, limit) LRU cache.
 
-    Exactly one of `depth` / `time_limit` (seconds) must be set. The process starts on the first
+    Exactly one of `depth` / `nodes` / `time_limit` (seconds) must be set; `time_limit` is not
+    reproducible (it depends on the machine's speed and load). The process starts on the first
     analysis (or on `__enter__`) and is stopped by `close()`, by garbage collection, or at
     interpreter exit, whichever comes first.
     """
@@ -87,6 +106,7 @@ class Engine:
         self,
         path: str = "/usr/games/stockfish",
         depth: int | None = 10,
+        nodes: int | None = None,
         time_limit: float | None = None,
         threads: int = 1,
         hash_mb: int = 16,
@@ -94,7 +114,7 @@ class Engine:
         cache_size: int = 100_000,
         timeout: float = 30.0,
     ) -> None:
-        _validate_limits(depth, time_limit)
+        _validate_limits(depth, nodes, time_limit)
         for name, value in (("threads", threads), ("hash_mb", hash_mb), ("multipv", multipv)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"engine.{name} must be a positive integer, got {value!r}")
@@ -102,6 +122,7 @@ class Engine:
             raise ValueError(f"engine.cache_size must be >= 0, got {cache_size!r}")
         self.path = resolve_engine_path(path)
         self.depth = depth
+        self.nodes = nodes
         self.time_limit = time_limit
         self.threads = threads
         self.hash_mb = hash_mb
@@ -160,11 +181,17 @@ class Engine:
 
     @property
     def limit(self) -> chess.engine.Limit:
-        return chess.engine.Limit(depth=self.depth, time=self.time_limit)
+        return chess.engine.Limit(depth=self.depth, nodes=self.nodes, time=self.time_limit)
+
+    @property
+    def limit_record(self) -> dict:
+        """The limit that is set, as stored with each annotation, e.g. {"nodes": 100000}."""
+        return {key: value for key, value in (("depth", self.depth), ("nodes", self.nodes),
+                                              ("time", self.time_limit)) if value is not None}
 
     def analyse(self, fen: str) -> tuple[Candidate, ...]:
         """Up to `multipv` candidates, best first, evals in pawns for the side to move."""
-        key = (fen, self.depth, self.time_limit, self.multipv)
+        key = (fen, self.depth, self.nodes, self.time_limit, self.multipv)
         cached = self._cache.get(key)
         if cached is not None:
             self.cache_hits += 1
@@ -184,11 +211,16 @@ class Engine:
             return ()
         multipv = min(self.multipv, n_legal)
         try:
-            infos = self._running().analyse(board, self.limit, multipv=multipv)
+            infos = self._analyse_from_clean_state(board, multipv)
         except chess.engine.EngineTerminatedError:
             self.close()  # the process died (crash, OOM kill): one fresh start, then give up
-            infos = self._running().analyse(board, self.limit, multipv=multipv)
+            infos = self._analyse_from_clean_state(board, multipv)
         return _candidates_from_infos(infos, board.turn)
+
+    def _analyse_from_clean_state(self, board: chess.Board, multipv: int) -> list[dict]:
+        # A game object python-chess has not seen makes it send `ucinewgame` first: the hash and
+        # the search history are cleared, so earlier analyses cannot change this one.
+        return self._running().analyse(board, self.limit, multipv=multipv, game=object())
 
     def _running(self) -> chess.engine.SimpleEngine:
         self.start()
@@ -196,14 +228,15 @@ class Engine:
         return self._engine
 
 
-def _validate_limits(depth: int | None, time_limit: float | None) -> None:
-    if (depth is None) == (time_limit is None):
+def _validate_limits(depth: int | None, nodes: int | None, time_limit: float | None) -> None:
+    if sum(value is not None for value in (depth, nodes, time_limit)) != 1:
         raise ValueError(
-            f"set exactly one of engine.depth / engine.time_limit, got depth={depth!r}, "
-            f"time_limit={time_limit!r}"
+            f"set exactly one of engine.depth / engine.nodes / engine.time_limit, got depth={depth!r}, "
+            f"nodes={nodes!r}, time_limit={time_limit!r}"
         )
-    if depth is not None and (not isinstance(depth, int) or depth < 1):
-        raise ValueError(f"engine.depth must be a positive integer, got {depth!r}")
+    for name, value in (("depth", depth), ("nodes", nodes)):
+        if value is not None and (not isinstance(value, int) or value < 1):
+            raise ValueError(f"engine.{name} must be a positive integer, got {value!r}")
     if time_limit is not None and not time_limit > 0:
         raise ValueError(f"engine.time_limit must be > 0 seconds, got {time_limit!r}")
 
@@ -218,4 +251,62 @@ def _candidates_from_infos(infos: list[dict], turn: chess.Color) -> tuple[Candid
             continue
         seen.add(move)
         candidates.append(Candidate(move=move, eval=score_to_pawns(info["score"].pov(turn))))
-    return tuple(candidates)
+    # A nodes limit can stop Stockfish inside an iteration: lines not yet searched at the new depth
+    # keep their shallower score and may outrank line 1. Best first means highest eval first
+    # (a stable sort: equal evals keep Stockfish's order).
+    return tuple(sorted(candidates, key=lambda c: -c.eval))
+
+
+# -- many positions over worker processes ------------------------------------------------------------
+
+_worker_engine: Engine | None = None
+
+
+def _start_worker(engine_kwargs: dict) -> None:
+    global _worker_engine
+    _worker_engine = Engine(**{**engine_kwargs, "cache_size": 0})
+    _worker_engine.start()  # engine start-up is not part of the first analysis
+
+
+def _analyse_timed(engine: Engine, fen: str) -> tuple[tuple[Candidate, ...], float]:
+    started = time.perf_counter()
+    candidates = engine.analyse(fen)
+    return candidates, time.perf_counter() - started
+
+
+def _analyse_in_worker(fen: str) -> tuple[tuple[Candidate, ...], float]:
+    assert _worker_engine is not None
+    return _analyse_timed(_worker_engine, fen)
+
+
+def analyse_many(fens: list[str], workers: int, progress=None, seconds: list[float] | None = None,
+                 **engine_kwargs) -> list[tuple[Candidate, ...]]:
+    """Candidates of each FEN, in input order, from `workers` processes with one engine each.
+
+    `engine_kwargs` are Engine's; `progress(done)` is called after each position; `seconds`, when
+    given, receives each analysis's wall time (engine start-up excluded).
+    """
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be a positive integer, got {workers!r}")
+    if workers == 1:
+        with Engine(**{**engine_kwargs, "cache_size": 0}) as engine:
+            engine.start()
+            return [_collect(progress, seconds, i, _analyse_timed(engine, fen)) for i, fen in enumerate(fens, 1)]
+    # spawn, not fork: a forked child would inherit the parent's engine threads half-way
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(workers, initializer=_start_worker, initargs=(engine_kwargs,)) as pool:
+        results = pool.imap(_analyse_in_worker, fens, chunksize=1)
+        out = [_collect(progress, seconds, i, result) for i, result in enumerate(results, 1)]
+        pool.close()  # workers exit normally, and their exit hooks stop their engines
+        pool.join()
+    return out
+
+
+def _collect(progress, seconds: list[float] | None, done: int,
+             result: tuple[tuple[Candidate, ...], float]) -> tuple[Candidate, ...]:
+    candidates, elapsed = result
+    if seconds is not None:
+        seconds.append(elapsed)
+    if progress is not None:
+        progress(done)
+    return candidates

@@ -1,7 +1,7 @@
 """Held-out evaluation with greedy decoding.
 
 Metrics (all rates in [0, 1]):
-The per-field rates are the reward criteria of rookworld.rewards (docs/rewards.md), averaged:
+The per-field rates are the reward criteria of each task (rookworld/tasks/, docs/rewards.md), averaged:
   eval/P/format       M:, E:, B: fields, 1-5 UCI moves, one eval per move, one UCI best move
   eval/P/legal_best   the B: move is legal in the position
   eval/P/best_move    the B: move equals the engine's rank-1 move
@@ -25,14 +25,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from rookworld.rewards import CRITERIA, parse_completion, score_answer
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems
-from rookworld.tasks import PolicyTruth, Problem
-from rookworld.tasks.arbiter import render_arbiter_completion
-from rookworld.tasks.policy import PolicyAnswer, render_policy_completion
-
-EVAL_CLIP_PAWNS = 10.0
-
+from rookworld.tasks import Problem, perfect_completion, score_heldout
 
 @dataclass
 class EvalResult:
@@ -43,36 +37,6 @@ class EvalResult:
     @property
     def score(self) -> float:
         return self.metrics["eval/score"]
-
-
-def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
-    """The reward criteria of one completion (rookworld.rewards), plus the eval MAE for P:."""
-    answer = parse_completion(problem, completion)
-    scores = score_answer(problem, answer) or dict.fromkeys(CRITERIA[problem.task], 0.0)
-    if problem.task == "P":
-        mae = eval_mae(problem.truth, answer)
-        if mae is not None:
-            scores["eval_mae"] = mae
-    return scores
-
-
-def eval_mae(truth: PolicyTruth, answer: PolicyAnswer | None) -> float | None:
-    """Mean |E - engine eval| (clipped) over the parsed answer's moves among the engine's candidates."""
-    if answer is None or len(answer.evals) != len(answer.moves):
-        return None
-    engine = {c.move: c.eval for c in truth.candidates}
-    errors = [abs(_clip(e) - _clip(engine[m])) for m, e in zip(answer.moves, answer.evals) if m in engine]
-    return sum(errors) / len(errors) if errors else None
-
-
-def perfect_completion(problem: Problem) -> str:
-    if problem.task == "P":
-        return render_policy_completion(problem.truth)
-    return render_arbiter_completion(problem.truth)
-
-
-def _clip(pawns: float) -> float:
-    return max(-EVAL_CLIP_PAWNS, min(EVAL_CLIP_PAWNS, pawns))
 
 
 def _mean_by_key(rows: list[dict[str, float]]) -> dict[str, float]:
@@ -94,18 +58,17 @@ def problem_score(problem: Problem, scored: dict[str, float]) -> float:
     return task_scores({f"eval/{problem.task}/{k}": v for k, v in scored.items()})[f"eval/{problem.task}/score"]
 
 
-def evaluate(policy, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
-             batch_size: int, num_samples_logged: int, decoder=None,
-             generator: torch.Generator | None = None) -> EvalResult:
+def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
+             batch_size: int, num_samples_logged: int, generator: torch.Generator | None = None) -> EvalResult:
     """Greedy completions for every held-out problem, scored field by field. `decoder`: the trainer's
-    StaticDecoder on CUDA (with its generator, which keeps its captured graphs valid; greedy decoding
-    draws nothing from it)."""
+    (make_decoder: StaticDecoder on CUDA, used with its generator, which keeps its captured graphs
+    valid; greedy decoding draws nothing from it), or a PlainDecoder."""
     rows: dict[str, list[dict[str, float]]] = {"P": [], "A": []}
     samples, problem_scores = [], []
     for start in range(0, len(problems), batch_size):
         chunk = problems[start:start + batch_size]
-        rollout: Rollout = generate_for_problems(policy, tokenizer, chunk, max_new_tokens, greedy=True,
-                                                 generator=generator, decoder=decoder)
+        rollout: Rollout = generate_for_problems(decoder, tokenizer, chunk, max_new_tokens, greedy=True,
+                                                 generator=generator)
         for problem, completion in zip(chunk, decode_completions(tokenizer, rollout)):
             scored = score_heldout(problem, completion)
             rows[problem.task].append(scored)

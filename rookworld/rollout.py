@@ -6,11 +6,10 @@ A prompt is `[end-of-text] + encode(prompt_text)`, an exact token prefix of a tr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
 
 import torch
 
-from rookworld.model.sampling import Generation, generate
+from rookworld.model.sampling import Generation
 from rookworld.tasks import Problem
 
 
@@ -28,12 +27,11 @@ def prompt_ids(tokenizer, problem: Problem) -> list[int]:
     return [tokenizer.eos_id] + tokenizer.encode(problem.prompt_text)
 
 
-def generate_for_problems(policy, tokenizer, problems: list[Problem], max_new_tokens: dict[str, int], *,
+def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_tokens: dict[str, int], *,
                           greedy: bool = False, temperature: float = 1.0, top_k: int = 0,
-                          top_p: float = 1.0, generator: torch.Generator | None = None,
-                          decoder=None) -> Rollout:
-    """`decoder` (rookworld.model.fast_sampling: StaticDecoder on CUDA) replaces the plain sampler."""
-    sample = decoder.generate if decoder is not None else partial(generate, policy)
+                          top_p: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
+    """`decoder`: fast_sampling.make_decoder's (StaticDecoder on CUDA, else sampling.PlainDecoder)."""
+    sample = decoder.generate
     encoded: dict[str, list[int]] = {}  # the G rows of a group share one prompt: encode it once
     for problem in problems:
         if problem.prompt_text not in encoded:
@@ -45,7 +43,7 @@ def generate_for_problems(policy, tokenizer, problems: list[Problem], max_new_to
         top_k=top_k or None,
         top_p=top_p if top_p < 1.0 else None,
         greedy=greedy or temperature == 0,
-        stop_ids=(tokenizer.eos_id, tokenizer.newline_id),
+        stop_ids=tokenizer.stop_ids,
         pad_id=tokenizer.pad_id,
         generator=generator,
     )
@@ -57,7 +55,7 @@ def stopped(tokenizer, rollout: Rollout) -> torch.Tensor:
     gen = rollout.generation
     lengths = gen.completion_mask.sum(1)
     last = gen.completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
-    is_stop = (last == tokenizer.eos_id) | (last == tokenizer.newline_id)
+    is_stop = torch.isin(last, torch.tensor(tokenizer.stop_ids, device=last.device))
     return is_stop & (lengths > 0)
 
 

@@ -15,7 +15,6 @@ import copy
 import json
 import math
 import random
-import sys
 import time
 from collections.abc import Iterator
 from functools import partial
@@ -28,16 +27,21 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader, IterableDataset, get_worker_info
 
-from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_sft
-from rookworld.data.annotate import classify_position, position_key, random_game_positions
+from rookworld.components import eval_problems, load_policy
+from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_sft
+from rookworld.data.move_cases import classify_position, random_game_positions
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-from rookworld.evaluate import evaluate, perfect_completion
-from rookworld.model.hub import ModelLoadError, save_pretrained
+from rookworld.data.records import position_key
+from rookworld.errors import exit_on_user_error
+from rookworld.evaluate import evaluate
+from rookworld.model.hub import save_pretrained
+from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move
+from rookworld.outcomes import SUCCESS
+from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move, perfect_completion
+from rookworld.sweep.context import trial_link
 from rookworld.tasks.policy import render_policy_completion
 from rookworld.tracking import make_tracker
-from rookworld.train import eval_problems, load_policy
 from rookworld.trainer import autocast_for
 
 IGNORE = -100
@@ -171,7 +175,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
     def task_eval(step: int) -> dict[str, float]:
         model.eval()
         with torch.no_grad(), autocast():
-            result = evaluate(model, tokenizer, evaluated, reward_fn, max_new_tokens,
+            result = evaluate(PlainDecoder(model), tokenizer, evaluated, reward_fn, max_new_tokens,
                               cfg.eval.batch_size, cfg.eval.num_samples_logged)
         metrics = {**result.metrics, "eval/loss": heldout_loss(model, eval_batches, device, autocast)}
         tracker.log_metrics(metrics, step=step)
@@ -188,7 +192,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
             return step
         return max(step, int(s.steps * elapsed_s / (60 * s.time_limit_min)))
 
-    with make_tracker(cfg) as tracker:
+    with make_tracker(cfg, trial_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         start, step, metrics, last_eval_step = time.perf_counter(), 0, {}, -1
@@ -224,18 +228,15 @@ def run(cfg: DictConfig) -> dict[str, float]:
         save_pretrained(copy.deepcopy(model).to(SAVE_DTYPES[s.save_dtype]).eval(), tokenizer, out)
         (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))
         tracker.log_dict(metrics, "eval_final.json")
-        tracker.set_outcome("success", f"finished {step} steps")
+        tracker.set_outcome(SUCCESS, f"finished {step} steps")
         print(f"sft: saved {out} after {step} steps, {metrics['sft/minutes']:.1f} min", flush=True)
         return metrics
 
 
 @hydra.main(config_path="../conf", config_name="sft", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> float:
-    try:
+    with exit_on_user_error():
         return run(cfg)["eval/score"]
-    except (ConfigError, ModelLoadError) as error:
-        print(f"rookworld: error: {error}", file=sys.stderr)
-        sys.exit(2)
 
 
 if __name__ == "__main__":

@@ -30,13 +30,13 @@ from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
 from rookworld.model.fast_sampling import make_decoder
-from rookworld.model.hub import save_pretrained
+from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import token_logprobs
 from rookworld.optim import build_optimizer, lr_at, set_lr
+from rookworld.outcomes import PRUNED, SUCCESS
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems, stopped
 from rookworld.tasks import Problem
 
-SUCCESS, KL_FAILURE, NAN_FAILURE, PRUNED = "success", "kl_failure", "nan_failure", "pruned"
 TRAINER_STATE_FILE = "trainer_state.pt"
 
 
@@ -89,6 +89,8 @@ class Trainer:
     heldout: list[Problem]
     tracker: object
     hooks: list[StepHook] = field(default_factory=list)
+    decoder: object = None            # None: make_decoder(policy) (StaticDecoder on CUDA, else PlainDecoder)
+    sync_phases: bool = False         # True: exact per-phase times (a device sync per phase; the benchmark)
     step: int = 0
 
     def __post_init__(self):
@@ -105,10 +107,11 @@ class Trainer:
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
         self.last_eval: EvalResult | None = None
         self.last_eval_step = -1
-        # The fast sampler on CUDA (None = plain sampler); it owns its buffers and CUDA graphs across steps.
-        self.decoder = make_decoder(self.policy)
+        # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
+        self.decoder = self.decoder or make_decoder(self.policy)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
-        self.sync_phases = False  # True: exact per-phase times (a device sync per phase; the benchmark)
+        if cfg.resume_from:
+            self.resume(cfg.resume_from)
 
     # ---------------------------------------------------------------- the loop
     def fit(self) -> RunResult:
@@ -170,7 +173,8 @@ class Trainer:
         with timer("scoring"):
             rewards, scored = self.score(rollout)
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
-            adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards)
+            adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards,
+                                   self.cfg.grpo.advantage_std)
         gen = rollout.generation
         with timer("logprobs"), torch.no_grad():
             batch = self._make_batch(gen, adv.values.to(self.device))
@@ -203,9 +207,9 @@ class Trainer:
         """Completions of `rows` with the configured sampling (the fast decoder on CUDA)."""
         s = self.cfg.sampling
         with self._autocast():
-            return generate_for_problems(self.policy, self.tokenizer, rows, self.max_new_tokens,
+            return generate_for_problems(self.decoder, self.tokenizer, rows, self.max_new_tokens,
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                                         generator=self.generator, decoder=self.decoder)
+                                         generator=self.generator)
 
     def score(self, rollout) -> tuple[torch.Tensor, list]:
         """Reward of every completion against its own problem's ground truth."""
@@ -340,8 +344,8 @@ class Trainer:
         cached = result is not None
         if result is None:
             with torch.no_grad(), self._autocast():
-                result = evaluate(self.policy, self.tokenizer, self.heldout, self.reward_fn, self.max_new_tokens,
-                                  e.batch_size, e.num_samples_logged, decoder=self.decoder, generator=self.generator)
+                result = evaluate(self.decoder, self.tokenizer, self.heldout, self.reward_fn, self.max_new_tokens,
+                                  e.batch_size, e.num_samples_logged, generator=self.generator)
             if cache is not None:
                 cache.store(result)
         self.tracker.log_metrics(result.metrics, step=step)
@@ -388,6 +392,19 @@ class Trainer:
         save_pretrained(self.policy, self.tokenizer, directory)
         torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
         return directory
+
+    def resume(self, directory: str | Path) -> None:
+        """Continue the run save_checkpoint() wrote to `directory`: the policy's weights, then the trainer
+        state (the reference stays the starting policy unless the state carries a synced one)."""
+        saved, _ = load_model(path=directory, device=self.device, dtype="float32")
+        self.policy.load_state_dict(saved.state_dict())
+        self.load_state_dict(torch.load(Path(directory) / TRAINER_STATE_FILE, weights_only=False))
+
+    def close(self) -> None:
+        """Free the decoder's buffers and graphs and drop the models (the benchmark builds many trainers)."""
+        self.decoder.close()
+        self.policy.zero_grad(set_to_none=True)
+        self.policy = self.reference = self.optimizer = self.decoder = None
 
     def state_dict(self) -> dict:
         state = {

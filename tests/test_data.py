@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import random
 import os
 from collections import Counter
 from pathlib import Path
@@ -12,10 +13,12 @@ import pytest
 from omegaconf import OmegaConf
 
 from rookworld.data import annotate, rookworld7m
-from rookworld.data.load_time import derive_arbiter_train_uncached, load_files_uncached
-from rookworld.data.annotate import position_key, read_jsonl
+from rookworld.data.load_time import load_files_uncached, start_arbiter_stream_uncached
+from rookworld.data.records import position_key, read_jsonl
+from rookworld.data.move_cases import illegal_moves, legal_move_case
 from rookworld.data.positions import (
     BUNDLED,
+    arbiter_training_stream,
     ProblemSampler,
     load_arbiter_problems,
     load_policy_problems,
@@ -35,7 +38,7 @@ def test_every_bundled_split_loads() -> None:
     """Load time is measured by `python -m rookworld.data.load_time` (a benchmark, not a timed test)."""
     _, counts = load_files_uncached()
     assert counts["P: train"] >= 5000 and counts["P: heldout"] >= 500 and counts["A: heldout"] >= 500
-    assert derive_arbiter_train_uncached()[1] > 0
+    assert start_arbiter_stream_uncached()[2] > 0
 
 
 def test_bundled_policy_counts_disjointness_and_schema() -> None:
@@ -47,12 +50,15 @@ def test_bundled_policy_counts_disjointness_and_schema() -> None:
     for records in (train, held):
         assert {r["phase"] for r in records} == {"opening", "middlegame", "endgame"}
         assert len({r["source"] for r in records}) >= 2
-    for record in train[::50] + held[::10]:
+    nodes = OmegaConf.load(CONF / "engine" / "stockfish.yaml").nodes
+    for record in train + held:
         board = chess.Board(record["fen"])
         evals = [c["eval"] for c in record["candidates"]]
-        assert evals == sorted(evals, reverse=True) and 1 <= len(evals) <= 5
-        assert all(chess.Move.from_uci(c["move"]) in board.legal_moves for c in record["candidates"])
+        moves = [c["move"] for c in record["candidates"]]
+        assert evals == sorted(evals, reverse=True) and len(set(moves)) == len(moves) == min(5, board.legal_moves.count())
+        assert all(chess.Move.from_uci(move) in board.legal_moves for move in moves)
         assert len(record["history"]) <= 10 and record["engine"].startswith("Stockfish")
+        assert record["limit"] == {"nodes": nodes}  # labelled at the limit of conf/engine/stockfish.yaml
 
 
 def test_bundled_phase_mix_and_history_coverage() -> None:
@@ -98,23 +104,62 @@ def test_loaders_give_problems_with_recomputed_truths() -> None:
     assert all(p.truth.history[-1] == p.truth.move and len(p.truth.history) <= 10 for p in held)
 
 
-def test_arbiter_train_is_seeded_with_the_configured_illegal_fraction() -> None:
-    problems = load_arbiter_problems("train", illegal_fraction=0.25, seed=3)
-    again = load_arbiter_problems("train", illegal_fraction=0.25, seed=3)
-    assert problems == again and problems is not again
-    share = sum(p.truth.truncated for p in problems) / len(problems)
-    assert 0.22 < share < 0.28
-    small = load_arbiter_problems("train", illegal_fraction=0.25, seed=3, size=300)
-    assert load_arbiter_problems("train", illegal_fraction=0.25, seed=4, size=300) != small
-    assert not any(p.truth.truncated for p in load_arbiter_problems("train", illegal_fraction=0.0, size=300))
-    assert len(problems) == 2000
-    assert len(load_arbiter_problems("train", size=None)) == len(read_jsonl(BUNDLED["policy_train"]))
+def arbiter_case(truth: ArbiterTruth) -> str:
+    board, move = chess.Board(truth.fen), chess.Move.from_uci(truth.move)
+    return legal_move_case(board, move) if move in board.legal_moves else "illegal"
+
+
+def test_arbiter_training_stream_has_the_configured_case_shares() -> None:
+    """4,000 draws of the default stream: each case within 2 points of its configured share, and the
+    illegal draws spread over every illegal kind."""
+    cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
+    stream = load_arbiter_problems("train", cfg)
+    draws = [stream[i].truth for i in range(4000)]
+    counts = Counter(arbiter_case(t) for t in draws)
+    for case, share in cfg.arbiter_cases.items():
+        assert abs(counts[case] / len(draws) - share) < 0.02, (case, counts[case], share)
+    kinds = Counter(kind for t in draws if arbiter_case(t) == "illegal"
+                    for m, kind in illegal_moves(chess.Board(t.fen), random.Random(0)) if m.uci() == t.move)
+    assert len(kinds) >= 6
+    train_keys = {position_key(r["fen"]) for r in read_jsonl(BUNDLED["policy_train"])}
+    assert all(t.history[-1] == t.move and len(t.history) <= 10 for t in draws)
+    assert sum(position_key(t.fen) in train_keys for t in draws) > len(draws) // 3  # walks start there
+
+
+def test_arbiter_training_stream_is_seeded_and_configurable() -> None:
+    cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
+    stream, again = load_arbiter_problems("train", cfg), load_arbiter_problems("train", cfg)
+    assert [stream[i] for i in range(50)] == [again[i] for i in range(50)]
+    other = load_arbiter_problems("train", OmegaConf.merge(cfg, {"arbiter_seed": 1}))
+    assert [stream[i] for i in range(50)] != [other[i] for i in range(50)]
+    only_mates = OmegaConf.merge(cfg, {"arbiter_cases": {**{k: 0.0 for k in cfg.arbiter_cases}, "checkmate": 1.0}})
+    assert all(p.truth.reward == 1.0 and p.truth.terminated for p in
+               (load_arbiter_problems("train", only_mates)[i] for i in range(100)))
+    with pytest.raises(ValueError, match=r"data.arbiter_cases: the shares must sum to 1"):
+        load_arbiter_problems("train", OmegaConf.merge(cfg, {"arbiter_cases": {"normal": 0.5}}))
+    with pytest.raises(ValueError, match=r"unknown cases \['mate'\]"):
+        load_arbiter_problems("train", OmegaConf.merge(cfg, {"arbiter_cases": {"mate": 1.0}}))
+
+
+def test_sampler_reads_the_arbiter_stream_in_order_and_resumes() -> None:
+    cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
+    stream = load_arbiter_problems("train", cfg)
+    policy = load_policy_problems("heldout")
+    sampler = ProblemSampler(policy, stream, weights={"P": 0.5, "A": 0.5}, seed=0)
+    sampler.sample(8)
+    state = sampler.state_dict()
+    assert state["sizes"] == {"P": len(policy), "A": "stream"} and state["cursor"]["A"] == 4
+    resumed = ProblemSampler(policy, stream, weights={"P": 0.5, "A": 0.5}, seed=0)
+    resumed.load_state_dict(state)
+    assert resumed.sample(8) == sampler.sample(8)
+    first = ProblemSampler([], stream, weights={"A": 1.0}, seed=0).sample(6)
+    assert sorted(p.prompt_text for p in first) == sorted(stream[i].prompt_text for i in range(6))
 
 
 def test_data_configs_dispatch_to_the_bundled_files() -> None:
     cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
     assert load_policy_problems("heldout", cfg) == load_policy_problems("heldout")
-    assert load_arbiter_problems("train", cfg) == load_arbiter_problems("train")
+    assert load_arbiter_problems("heldout", cfg) == load_arbiter_problems("heldout")
     with pytest.raises(ValueError, match="split"):
         load_policy_problems("test")
 
@@ -190,7 +235,7 @@ def test_annotate_fens_with_moves_and_pgn(tmp_path: Path) -> None:
     annotate.main(["--fens", str(fens), "--output", str(out), "--depth", "4"])
     first, second = read_jsonl(out)
     assert first["history"] == ["e2e4", "e7e5", "g1f3"] and first["fen"].split()[1] == "b"
-    assert first["phase"] == "opening" and first["source"] == "fens:fens.txt" and first["depth"] == 4
+    assert first["phase"] == "opening" and first["source"] == "fens:fens.txt" and first["limit"] == {"depth": 4}
     assert second["phase"] == "endgame" and [c["move"] for c in second["candidates"]] == ["h1g1"]
     pgn = tmp_path / "games.pgn"
     pgn.write_text('[Event "t"]\n\n1. e4 e5 2. Nf3 Nc6 3. Bb5 a6 4. Ba4 Nf6 5. O-O Be7 *\n')
@@ -209,6 +254,22 @@ def test_annotate_selfplay_split_keeps_games_apart(tmp_path: Path) -> None:
     train, heldout = read_jsonl(out), read_jsonl(held)
     assert len(train) + len(heldout) == 30 and len(heldout) >= 5
     assert {position_key(r["fen"]) for r in train}.isdisjoint(position_key(r["fen"]) for r in heldout)
+
+
+@needs_stockfish
+def test_annotate_relabel_keeps_the_positions_and_recomputes_the_labels(tmp_path: Path) -> None:
+    source = tmp_path / "in.jsonl"
+    annotate.write_jsonl(source, read_jsonl(BUNDLED["policy_heldout"])[:6])
+    outputs = []
+    for workers in ("1", "2"):
+        out = tmp_path / f"out{workers}.jsonl"
+        annotate.main(["--relabel", str(source), "--output", str(out), "--nodes", "3000", "--workers", workers])
+        outputs.append(read_jsonl(out))
+    before, after = read_jsonl(source), outputs[0]
+    assert outputs[0] == outputs[1]  # one process or two: the same labels
+    keep = ("fen", "history", "phase", "source")
+    assert [{k: r[k] for k in keep} for r in after] == [{k: r[k] for k in keep} for r in before]
+    assert all(r["limit"] == {"nodes": 3000} and r["candidates"] for r in after)
 
 
 def test_random_endgame_boards_are_valid_few_piece_positions() -> None:
@@ -272,6 +333,15 @@ def test_rookworld7m_loader_corrects_the_published_defects(tmp_path: Path, fmt: 
     assert (rows.skipped, rows.relabelled, rows.corrected) == (2, 1, 1)
 
 
+def test_rookworld7m_policy_row_with_leading_whitespace_is_loaded(tmp_path: Path) -> None:
+    row = DATASET_ROWS[1]
+    path = tmp_path / "rows.jsonl"
+    path.write_text("".join(json.dumps({"text": t}) + "\n" for t in (row, "  " + row, "\n\t" + row)))
+    rows = load_rookworld7m("train", train_files=[str(path)])
+    assert rows.skipped == 0 and len(rows.policy) == 3
+    assert len({p.truth for p in rows.policy}) == 1 and rows.policy[0].truth.best_move == "e2e4"
+
+
 def test_rookworld7m_row_limits_and_config_dispatch(tmp_path: Path) -> None:
     path = write_rows(tmp_path, "jsonl")
     limited = load_rookworld7m("train", train_files=[str(path)], max_policy_rows=1, max_arbiter_rows=1)
@@ -312,8 +382,11 @@ def test_annotate_arbiter_cases_meet_the_quotas(tmp_path: Path) -> None:
 def test_annotate_cli_defaults_come_from_the_engine_yaml_and_selfplay_config() -> None:
     engine = OmegaConf.load(Path(annotate.__file__).parents[2] / "conf" / "engine" / "stockfish.yaml")
     args = annotate.parse_args(["--selfplay", "1", "--output", "x.jsonl"])
-    assert (args.engine_path, args.depth, args.threads, args.hash_mb, args.multipv) == (
-        engine.path, engine.depth, engine.threads, engine.hash_mb, engine.multipv)
+    assert (args.engine_path, args.threads, args.hash_mb, args.multipv) == (
+        engine.path, engine.threads, engine.hash_mb, engine.multipv)
+    assert annotate.annotation_limit(args) == {"depth": engine.depth, "nodes": engine.nodes, "time_limit": None}
+    override = annotate.parse_args(["--selfplay", "1", "--output", "x.jsonl", "--depth", "7"])
+    assert annotate.annotation_limit(override) == {"depth": 7, "nodes": None, "time_limit": None}
     assert annotate.selfplay_config(args) == annotate.SelfPlayConfig()
 
 
@@ -331,7 +404,7 @@ def test_malformed_records_name_the_file_and_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(good) + "\n{not json\n")
     with pytest.raises(ValueError, match=r"broken\.jsonl:2: not valid JSON"):
-        load_arbiter_problems("train", broken)
+        arbiter_training_stream(broken, {"normal": 1.0}, seed=0, pool_size=1, pool_walks=1)
     bad_case = tmp_path / "cases.jsonl"
     bad_case.write_text(json.dumps({"fen": "not a fen", "history_before": [], "move": "e2e4"}) + "\n")
     with pytest.raises(ValueError, match=r"cases\.jsonl:1: .*not a fen") as info:

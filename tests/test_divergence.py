@@ -7,8 +7,9 @@ import pytest
 from hydra import compose, initialize_config_dir
 
 from rookworld.config import ConfigError, validate
-from rookworld.divergence import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD,
-                                  KL_FAILURE, NAN_FAILURE, Guards)
+from rookworld.divergence import Guards
+from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, KL_FAILURE,
+                                NAN_FAILURE)
 from rookworld.train import run
 from train_helpers import CONF_DIR, tiny_config
 

@@ -15,7 +15,7 @@ import chess
 import chess.engine
 import pytest
 
-from rookworld.engine import Engine, EngineNotFoundError, score_to_pawns
+from rookworld.engine import Engine, EngineNotFoundError, analyse_many, score_to_pawns
 
 STOCKFISH = "/usr/games/stockfish"
 pytestmark = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
@@ -100,7 +100,9 @@ def test_missing_binary_one_line_error_names_the_config_key() -> None:
 
 
 @pytest.mark.parametrize(
-    "kwargs", [{"depth": 10, "time_limit": 0.1}, {"depth": None, "time_limit": None}, {"depth": 0}, {"multipv": 0}]
+    "kwargs",
+    [{"depth": 10, "time_limit": 0.1}, {"depth": None, "time_limit": None}, {"depth": 0}, {"multipv": 0},
+     {"depth": 10, "nodes": 1000}, {"depth": None, "nodes": 0}],
 )
 def test_invalid_limits_fail_at_construction(kwargs: dict) -> None:
     with pytest.raises(ValueError):
@@ -172,5 +174,38 @@ def test_engine_config_instantiates_with_every_knob() -> None:
     engine = build(cfg)
     assert isinstance(engine, Engine) and engine.pid is None  # started lazily
     knobs = {key: value for key, value in OmegaConf.to_container(cfg).items() if key != "_target_"}
-    assert set(knobs) == {"path", "depth", "time_limit", "threads", "hash_mb", "multipv", "cache_size", "timeout"}
+    assert set(knobs) == {"path", "depth", "nodes", "time_limit", "threads", "hash_mb", "multipv", "cache_size",
+                          "timeout"}
     assert {key: getattr(engine, key) for key in knobs} == knobs
+
+
+def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
+    """Each analysis starts from a cleared hash: forward, reversed and two worker processes agree."""
+    from rookworld.data.records import read_jsonl
+    from rookworld.data.positions import BUNDLED
+
+    fens = [r["fen"] for r in read_jsonl(BUNDLED["policy_heldout"])[:40:4]]
+    limit = {"depth": None, "nodes": 20_000}
+    with Engine(STOCKFISH, cache_size=0, **limit) as engine:
+        forward = [engine.analyse(fen) for fen in fens]
+        backward = [engine.analyse(fen) for fen in reversed(fens)][::-1]
+    in_workers = analyse_many(fens, 2, path=STOCKFISH, **limit)
+    assert forward == backward == in_workers
+    assert all(candidates for candidates in forward)
+
+
+def test_label_stability_curve_and_choice(capsys: pytest.CaptureFixture) -> None:
+    from rookworld.data import label_stability
+    from rookworld.data.label_stability import Step, choose_nodes
+
+    label_stability.main(["--sample", "4", "--ladder", "2000", "4000", "8000", "--engine-path", STOCKFISH])
+    table = capsys.readouterr().out
+    assert table.count("\n| ") == 3 and "| 8,000 | - | - | 100.0% |" in table
+
+    def step(nodes: int, stays: float | None, seconds: float) -> Step:
+        return Step(nodes, stays, stays, 0.5, seconds)
+
+    curve = [step(1, 0.60, 0.1), step(2, 0.70, 0.2), step(4, 0.71, 0.4), step(8, 0.80, 0.8), step(16, None, 1.6)]
+    assert choose_nodes(curve, 1.0, 0.02)[0] == 2       # 2 -> 4 gains 1 point: flat
+    assert choose_nodes(curve, 0.15, 0.02)[0] == 1      # only the first step fits: the largest that fits
+    assert choose_nodes(curve, 1.0, 0.005)[0] == 8      # never flat within the budget: the largest that fits

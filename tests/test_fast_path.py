@@ -93,7 +93,7 @@ def test_results_do_not_alias_the_decoders_buffers(tiny_model):
 
 def test_plain_sampler_stays_the_cpu_path(tiny_model):
     model, _ = tiny_model
-    assert make_decoder(model) is None
+    assert isinstance(make_decoder(model), PlainDecoder)
 
 
 def test_activation_checkpointing_changes_nothing_but_memory(tiny_model):
@@ -119,7 +119,7 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
     """The benchmark end to end on the tiny model: self-check, timed steps, trials, the JSON."""
     from hydra import compose, initialize_config_dir
 
-    from rookworld.bench import format_report, run, write_results
+    from rookworld.bench.steps import format_report, run, write_results
     from train_helpers import CONF_DIR
 
     overrides = ["model=tiny", "device=cpu", "prompts_per_step=2", "grpo.group_size=2", "grpo.micro_batch_size=2",
@@ -205,8 +205,8 @@ def test_evaluation_through_the_decoder_scores_like_the_plain_sampler():
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
     problems = load_policy_problems("heldout")[:6] + load_arbiter_problems("heldout")[:6]
     caps = {"P": 112, "A": 64}
-    plain = evaluate(model, tokenizer, problems, GraduatedReward(), caps, 8, 0)
-    fast = evaluate(model, tokenizer, problems, GraduatedReward(), caps, 8, 0,
-                    decoder=StaticDecoder(model), generator=torch.Generator().manual_seed(0))
+    plain = evaluate(PlainDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0)
+    fast = evaluate(StaticDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0,
+                    generator=torch.Generator().manual_seed(0))
     assert fast.metrics == plain.metrics
     assert plain.metrics["eval/A/format"] > 0.5  # real completions, not empty ones

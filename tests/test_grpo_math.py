@@ -129,12 +129,29 @@ def test_zero_variance_group_gets_zero_advantage_and_is_counted():
 
 def test_group_advantages_formulas():
     rewards = torch.tensor([0.0, 1.0, 2.0, 4.0])
+    half_sqrt2 = 2 ** -0.5  # a pair's sample std is |r1 - r2| / sqrt(2): advantages +-1/sqrt(2), as in TRL
     group = group_advantages(rewards, 2, "group").values
-    torch.testing.assert_close(group, torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-3, rtol=0)
+    torch.testing.assert_close(group, torch.tensor([-half_sqrt2, half_sqrt2, -half_sqrt2, half_sqrt2]),
+                               atol=1e-3, rtol=0)
+    population = group_advantages(rewards, 2, "group", advantage_std="population").values
+    torch.testing.assert_close(population, torch.tensor([-1.0, 1.0, -1.0, 1.0]), atol=1e-3, rtol=0)
     none = group_advantages(rewards, 2, "none").values
     torch.testing.assert_close(none, torch.tensor([-0.5, 0.5, -1.0, 1.0]))
+    assert torch.equal(group_advantages(rewards, 2, "none", advantage_std="population").values, none)
     batch = group_advantages(rewards, 2, "batch").values
-    torch.testing.assert_close(batch, none / (rewards.std(unbiased=False) + 1e-4))
+    torch.testing.assert_close(batch, none / (rewards.std() + 1e-4))
+    batch_population = group_advantages(rewards, 2, "batch", advantage_std="population").values
+    torch.testing.assert_close(batch_population, none / (rewards.std(unbiased=False) + 1e-4))
+
+
+def test_group_advantages_match_trl_at_group_size_8():
+    """TRL's GRPOTrainer: (r - mean) / (std + 1e-4) with torch's default (sample) std per group."""
+    rewards = torch.tensor([0.0, 0.2, 0.2, 0.5, 1.0, 1.0, 0.0, 0.7])
+    grouped = rewards.view(-1, 8)
+    trl = (grouped - grouped.mean(1, keepdim=True)) / (grouped.std(1, keepdim=True) + 1e-4)
+    torch.testing.assert_close(group_advantages(rewards, 8, "group").values, trl.reshape(-1))
+    with pytest.raises(ValueError, match="advantage_std='unbiased'"):
+        group_advantages(rewards, 8, "group", advantage_std="unbiased")
 
 
 def test_kl_controller_warmup_and_adaptation():

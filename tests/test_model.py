@@ -208,3 +208,25 @@ def test_tiny_tokenizer_keeps_padding_spaces_as_single_tokens(tiny_tokenizer):
     ids = tiny_tokenizer.encode("1    M:")
     assert ids[1:4] == space * 3  # then " M" fused, as in GPT-2
     assert tiny_tokenizer.decode(ids[4:]) == " M:"
+
+
+def test_every_newline_only_token_is_a_stop_token(tmp_path: Path) -> None:
+    from rookworld.model.sampling import Generation
+    from rookworld.rollout import Rollout, decode_completions, stopped
+
+    tiny = ChessTokenizer.from_directory(TINY_TOKENIZER_DIR)
+    assert tiny.stop_ids == (tiny.eos_id, tiny.newline_id)
+    # A GPT-2-style byte-level BPE ("Ċ" is "\n", "Ġ" a space) where "\n\n" is its own token, as in GPT-2
+    (tmp_path / "vocab.json").write_text(json.dumps({"a": 0, "Ġ": 1, "Ċ": 2, "ĊĊ": 3, "ĠĊ": 4}))
+    (tmp_path / "merges.txt").write_text("#version: 0.2\nĊ Ċ\nĠ Ċ\n", encoding="utf-8")
+    gpt2 = ChessTokenizer.from_directory(tmp_path)
+    assert gpt2.encode("a\n\n") == [0, 3] and gpt2.encode("a \n") == [0, 4]
+    assert set(gpt2.stop_ids) == {gpt2.eos_id, 2, 3}  # " \n" is not newlines only
+
+    completion_ids = torch.tensor([[0, 3, 0], [0, 4, 0]])
+    mask = torch.tensor([[True, True, False], [True, True, True]])
+    generation = Generation.assemble(torch.tensor([[0], [0]]), torch.ones(2, 1, dtype=torch.bool),
+                                     completion_ids, mask, torch.zeros(2, 3))
+    rollout = Rollout(problems=[], generation=generation)
+    assert stopped(gpt2, rollout).tolist() == [True, False]  # ended by "\n\n"; cut at the cap
+    assert decode_completions(gpt2, rollout) == ["a", "a \na"]

@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError
-from rookworld.divergence import DIVERGED_KL_GROWTH, KL_FAILURE
+from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult
 from rookworld.sweep.pruning import OUTCOME_ATTR, OptunaPruningHook
 from rookworld.sweep.study import add_trial_number, open_storage

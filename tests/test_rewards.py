@@ -1,4 +1,4 @@
-"""Reward levels on hand-built completions in the exact task formats (shared/spec/tasks.md)."""
+"""Reward levels on hand-built completions in the exact task formats (docs/tasks.md)."""
 import random
 import re
 from pathlib import Path
@@ -8,7 +8,9 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
+from rookworld.data.move_cases import random_game_positions
 from rookworld.rewards import ExactReward, GraduatedReward, RewardResult
+from rookworld.tasks.policy import MAX_CANDIDATES, format_eval
 from rookworld.tasks import (
     Candidate,
     PolicyTruth,
@@ -65,7 +67,8 @@ def test_policy_perfect_completion_scores_one(truth, reward):
     (p_completion(["c6d5", "a6b4", "a6b8", "a6c7", "c8d7"], ["5.0"] * 5, "c6d5"), 0.8),  # evals all wrong
     (p_completion(["c6d5", "a6b4", "a6b8", "a6c7", "c8d7"],
                   ["-1.5", "-1.57", "-2.16", "-2.29", "-2.42"], "c6d5"), 0.9),      # evals 0.5 off
-    (p_completion(["c6d5", "a6c7", "e7e6"], ["-2.0", "-2.79", "-3.0"], "c6d5"), 0.1 + 0.1 + 0.4 + 0.08 + 0.2),
+    (p_completion(["c6d5", "a6c7", "e7e6"], ["-2.0", "-2.79", "-3.0"], "c6d5"),
+     0.1 + 0.1 + 0.4 + 0.2 * 2 / 5 + 0.2 * 2 / 3),                                 # e7e6 is no candidate
     ("M: E: B: c6d5", 0.5),                                                         # best only, no fields
 ])
 def test_policy_graduated_levels(completion, total):
@@ -96,6 +99,79 @@ def test_policy_eval_scale_is_configurable():
     assert GraduatedReward(eval_scale=4.0)(policy_problem(BLACK_TRUTH), completion).components[
         "P/eval_accuracy"] == pytest.approx(0.75)
     assert p_score(completion).components["P/eval_accuracy"] == 0.0
+
+
+# ---- P: only correct content pays (docs/rewards.md) ---------------------------------------------
+
+ONE_LEGAL_FEN = "8/2k2p2/6b1/8/2P2p2/2P3p1/8/4q2K w - - 0 69"  # only h1g2 is legal
+
+
+def test_padding_a_one_legal_move_answer_scores_less_than_the_correct_one():
+    truth = PolicyTruth(ONE_LEGAL_FEN, (Candidate("h1g2", -9.5),))
+    assert [m.uci() for m in chess.Board(ONE_LEGAL_FEN).legal_moves] == ["h1g2"]
+    correct = p_score(p_completion(["h1g2"], ["-9.5"], "h1g2", ONE_LEGAL_FEN), truth=truth)
+    padded = p_score(p_completion(["h1g2", "a1a1", "b2b3", "c3c4", "d4d5"], ["-999.96", "0.0", "5.0", "-3.0", "7.0"],
+                                  "h1g2", ONE_LEGAL_FEN), truth=truth)
+    assert correct.total == 1.0
+    assert padded.total < correct.total and padded.total <= 0.68
+    assert padded.components["P/top5"] == pytest.approx(1 / 5)
+
+
+def few_legal_move_positions(count: int, seed: int = 0) -> list[chess.Board]:
+    """Positions with 1-4 legal moves, from seeded biased random games (random endgames included)."""
+    found: list[chess.Board] = []
+    for board in random_game_positions(random.Random(seed), n_games=10**6):
+        if 1 <= board.legal_moves.count() <= 4 and not board.is_game_over():
+            found.append(board.copy(stack=False))
+            if len(found) == count:
+                return found
+    raise AssertionError("unreachable")
+
+
+def wrong_variants(truth: PolicyTruth, board: chess.Board, rng: random.Random) -> list[tuple[list[str], list[str], str]]:
+    """(moves, evals, best) answers that differ from the truth by padding or a wrong field."""
+    moves = [c.move for c in truth.candidates]
+    evals = [format_eval(c.eval) for c in truth.candidates]
+    best = truth.best_move
+    illegal = next(m.uci() for m in chess.Board(truth.fen).pseudo_legal_moves if m not in board.legal_moves) \
+        if any(m not in board.legal_moves for m in board.pseudo_legal_moves) else "a1a1"
+    variants = [
+        (moves + [moves[0]], evals + [evals[0]], best),               # a duplicate
+        (moves + [illegal], evals + ["0.0"], best),                    # an illegal move
+        (moves + ["a1a2"], evals + [evals[0]], best),                  # a made-up move with a copied eval
+        (moves[:-1], evals[:-1], best) if len(moves) > 1 else (moves, ["5.0"], best),  # a candidate missing
+        (moves, [format_eval(truth.candidates[0].eval + 0.5)] + evals[1:], best),  # an eval off
+    ]
+    weaker = [m for m in (m.uci() for m in board.legal_moves) if m not in truth.best_moves]
+    if weaker:
+        variants.append((moves, evals, rng.choice(weaker)))           # a wrong best move
+    assert all(len(m) <= MAX_CANDIDATES for m, _, _ in variants)  # at most 4 legal moves + 1 padding
+    return variants
+
+
+def test_correct_answers_score_the_maximum_and_every_padding_strictly_less():
+    rng = random.Random(0)
+    for board in few_legal_move_positions(40):
+        legal = [m.uci() for m in board.legal_moves]
+        evals = sorted((round(rng.uniform(-5, 5), 2) for _ in legal), reverse=True)
+        truth = PolicyTruth(board.fen(), tuple(Candidate(m, e) for m, e in zip(rng.sample(legal, len(legal)), evals)))
+        problem = policy_problem(truth)
+        for order in (None, rng):
+            assert graduated(problem, render_policy_completion(truth, shuffle_rng=order)).total == 1.0
+        for moves, evals_text, best in wrong_variants(truth, board, rng):
+            total = graduated(problem, p_completion(moves, evals_text, best, truth.fen)).total
+            assert total < 1.0, (truth, moves, evals_text, best)
+
+
+def test_every_move_tying_the_top_eval_is_credited_as_best():
+    assert WHITE_TRUTH.best_moves == {"e2e4", "d2d4"}
+    for best in ("e2e4", "d2d4"):
+        completion = p_completion(["e2e4", "d2d4", "g1f3", "c2c4", "e2e3"], ["0.3", "0.3", "0.25", "0.2", "0.15"],
+                                  best, START)
+        assert p_score(completion, truth=WHITE_TRUTH).total == 1.0
+        assert p_score(completion, exact, WHITE_TRUTH).total == 1.0
+    wrong = p_completion(["e2e4", "d2d4", "g1f3", "c2c4", "e2e3"], ["0.3", "0.3", "0.25", "0.2", "0.15"], "g1f3", START)
+    assert p_score(wrong, truth=WHITE_TRUTH).components["P/best_move"] == 0.0
 
 
 # ---- P: ground truth is the engine's rank-1 move --------------------------------------------------

@@ -7,6 +7,7 @@ from rookworld.config import ASSETS_DIR
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.evaluate import evaluate
 from rookworld.model.hub import load_model
+from rookworld.model.sampling import PlainDecoder
 from rookworld.rewards import GraduatedReward
 from rookworld.sft import ArbiterCases, TaskDocuments, collate, lm_loss
 
@@ -48,7 +49,7 @@ def test_shipped_checkpoint_produces_format_valid_arbiter_completions():
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
     assert sum(p.numel() for p in model.parameters()) > 10e6
     sample = random.Random(0).sample(load_arbiter_problems("heldout"), 32)
-    result = evaluate(model, tokenizer, sample, GraduatedReward(), {"P": 112, "A": 64}, 32, 0)
+    result = evaluate(PlainDecoder(model), tokenizer, sample, GraduatedReward(), {"P": 112, "A": 64}, 32, 0)
     rate = result.metrics["eval/A/format"]
     print(f"rookworld_tiny A: format-valid rate on 32 held-out transitions: {rate:.3f}")
     assert rate >= FORMAT_THRESHOLD

@@ -354,6 +354,7 @@ import hydra
 from omegaconf import DictConfig
 
 from rookworld.sweep.gpus import assign_gpu
+from rookworld.sweep.context import trial_link
 from rookworld.sweep.pruning import OptunaPruningHook
 from rookworld.tracking import make_tracker
 
@@ -362,7 +363,7 @@ from rookworld.tracking import make_tracker
 def main(cfg: DictConfig) -> float:
     gpu = assign_gpu(cfg)
     hook = OptunaPruningHook.from_config(cfg)
-    with make_tracker(cfg) as tracker:
+    with make_tracker(cfg, trial_link(cfg)) as tracker:
         hook.trial.set_user_attr("job", {"pid": os.getpid(), "gpu": gpu, "start": time.time()})
         if cfg.trial.number == cfg.fail_trial:
             raise RuntimeError(f"boom in trial {cfg.trial.number}")

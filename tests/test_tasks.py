@@ -1,4 +1,4 @@
-"""P: and A: task formats (shared/spec/tasks.md) and python-chess ground truth, hand-checked."""
+"""P: and A: task formats (docs/tasks.md) and python-chess ground truth, hand-checked."""
 import random
 
 import chess

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from rookworld.sweep.context import PARENT_RUN_FILE
 from rookworld.tracking import (
     OUTCOME_TAG,
-    PARENT_RUN_FILE,
     PARENT_TAG,
     STOP_REASON_TAG,
     STUDY_TAG,
@@ -216,8 +216,8 @@ def test_unreachable_server_fails_at_start_in_one_line() -> None:
 
 
 def test_tracking_bench_reports_the_hot_path_and_the_overhead_target(capsys: pytest.CaptureFixture[str]) -> None:
-    """Structure only: the overhead target is measured by `python -m rookworld.tracking_bench --step-ms 100`."""
-    from rookworld.tracking_bench import TARGET_PERCENT, main
+    """Structure only: the overhead target is measured by `python -m rookworld.bench.tracking_overhead --step-ms 100`."""
+    from rookworld.bench.tracking_overhead import TARGET_PERCENT, main
 
     main(["--steps", "40", "--sync-steps", "3", "--step-ms", "2"])
     out = capsys.readouterr().out
@@ -228,7 +228,7 @@ def test_tracking_bench_reports_the_hot_path_and_the_overhead_target(capsys: pyt
 
 
 def test_tracking_bench_rejects_a_step_count_below_one(capsys: pytest.CaptureFixture[str]) -> None:
-    from rookworld.tracking_bench import main
+    from rookworld.bench.tracking_overhead import main
 
     for option in ("--steps", "--sync-steps"):
         with pytest.raises(SystemExit) as exited:
@@ -243,6 +243,7 @@ APP = """
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
+from rookworld.sweep.context import trial_link
 from rookworld.tracking import make_tracker
 
 OUTCOMES = ["success", "kl_failure", "success", "raise"]
@@ -251,7 +252,7 @@ OUTCOMES = ["success", "kl_failure", "success", "raise"]
 @hydra.main(config_path="conf", config_name="app", execution_whitelist="rookworld.*")
 def main(cfg: DictConfig) -> float:
     kind = OUTCOMES[HydraConfig.get().job.num]
-    with make_tracker(cfg) as tracker:
+    with make_tracker(cfg, trial_link(cfg)) as tracker:
         tracker.log_params(cfg)
         for step in range(3):
             tracker.log_metrics({"reward": cfg.lr * step}, step=step)

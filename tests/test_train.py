@@ -15,11 +15,12 @@ from rookworld.config import ConfigError, validate, validate_bench, validate_sft
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-from rookworld.evaluate import perfect_completion
+from rookworld.tasks import perfect_completion
 from rookworld.model.sampling import Generation
 from rookworld.rollout import Rollout
 from rookworld.tracking import make_tracker
-from rookworld.train import build_trainer, run
+from rookworld.components import build_trainer
+from rookworld.train import run
 from train_helpers import CONF_DIR, tiny_config
 
 
@@ -51,7 +52,7 @@ def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
     trainer = make_trainer(tmp_path, "kl=fixed", "grpo.num_iterations=2")
     problems = trainer.sampler.sample(2)
     from rookworld.rollout import generate_for_problems
-    rollout = generate_for_problems(trainer.policy, trainer.tokenizer, problems, trainer.max_new_tokens,
+    rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, problems, trainer.max_new_tokens,
                                     generator=trainer.generator)
     gen = rollout.generation
     batch = trainer._make_batch(gen, torch.ones(len(problems)))
@@ -145,7 +146,7 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key)
 @pytest.mark.parametrize("override", [
     "log_every=0", "optimizer.name=adam", "grpo.reward_norm.momentum=1.5", "eval.batch_size=0", "eval.every=-1",
     "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
-    "task_mix.P=abc", "data.kind=foo", "data=rookworld7m data.heldout=hubb", "data.arbiter_illegal_fraction=1.5",
+    "task_mix.P=abc", "data.kind=foo", "data=rookworld7m data.heldout=hubb", "data.arbiter_cases.normal=1.5",
     "tracking.flush_interval_s=0", "tracking.param_value_max=2", "eval.cache_dir=",
 ])
 def test_config_validation_names_the_bad_value(tmp_path, override):

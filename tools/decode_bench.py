@@ -1,4 +1,4 @@
-"""Generation-only benchmark of the decode fast path over kernel layouts (device tool; issue 7).
+"""Generation-only benchmark of the decode fast path over kernel layouts (device tool; docs/perf-notes.md).
 
     python3 tools/decode_bench.py [--profile] [--phases] [--trainer-steps N] [--baseline DIR] layout ...
 
@@ -28,11 +28,11 @@ from hydra import compose, initialize_config_dir
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rookworld.bench import load_bench_model  # noqa: E402
+from rookworld.bench.models import load_bench_model  # noqa: E402
 from rookworld.model import decode_kernels  # noqa: E402
 from rookworld.model.fast_sampling import StaticDecoder  # noqa: E402
 from rookworld.rollout import prompt_ids  # noqa: E402
-from rookworld.train import make_sampler  # noqa: E402
+from rookworld.components import make_sampler  # noqa: E402
 
 
 def parse_layout(text: str) -> dict:
@@ -79,7 +79,7 @@ def generation_phases(policy, request: dict, repeats: int) -> list[tuple[str, li
 def trainer_generation(cfg, policy, tokenizer, request: dict, steps: int) -> list[tuple[str, list[float]]]:
     """The generation phase of real train_steps, and right after each step the same decoder timed on
     the fixed request: separates the trainer's own overhead from the decoder's."""
-    from rookworld.bench import build_trainer
+    from rookworld.bench.steps import build_trainer
 
     trainer = build_trainer(cfg, policy, tokenizer, "fast")
     phase, direct, fresh, again, host = [], [], [], [], []

@@ -6,7 +6,7 @@
 #   soak     500 timed steps
 #   trl      TRL GRPOTrainer side by side
 # Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
-# Wheels: bash ../shared/device/wheels.sh; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):
+# Wheels: the GPU image's torch/triton wheels; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux2014_x86_64 -d .whl/trl trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
 # (transformers and accelerate are already on the GPU image).

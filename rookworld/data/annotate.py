@@ -7,12 +7,16 @@ Position sources (exactly one):
   --selfplay N      N positions from seeded Stockfish self-play with randomised move choice
                     (random opening plies, softmax over MultiPV evals, epsilon-random moves) and
                     random few-piece endgame starts
+  --relabel FILE    the positions of an annotated JSONL file, re-analysed: fen, history, phase
+                    and source are kept, candidates and the engine fields recomputed (--workers
+                    engine processes; the row order is kept)
   --arbiter N       N A: transitions for held-out evaluation, no engine: positions from --positions
                     files plus seeded random-move games; quotas in ARBITER_QUOTAS over-sample
                     terminal, illegal, castling, en-passant and promotion moves
 
 Each output line: {"fen", "history" (last <= 10 UCI moves, oldest first), "phase", "source",
-"candidates": [{"move", "eval"}] best-first (pawns, side-to-move POV), "engine", "depth"}.
+"candidates": [{"move", "eval"}] best-first (pawns, side-to-move POV), "engine", "limit"} where
+"limit" is the engine limit that was set, e.g. {"nodes": 100000}.
 With --heldout M, whole games (never single positions) go to --heldout-output until it holds
 >= M positions, so train and held-out positions come from different games. Positions are
 deduplicated by (placement, side, castling, en passant) across both outputs.
@@ -21,92 +25,26 @@ deduplicated by (placement, side, castling, en passant) across both outputs.
 from __future__ import annotations
 
 import argparse
-import gzip
-import io
-import json
 import math
 import random
 import sys
 import time
 from collections import Counter
-from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import IO, Iterable, Iterator
+from typing import Iterable, Iterator
 
 import chess
 import chess.pgn
-from omegaconf import OmegaConf
 
-from rookworld.engine import Engine, EngineNotFoundError
+from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
+                                       with_seventyfive_clock)
+from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, write_jsonl
+from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
 from rookworld.tasks.arbiter import MAX_HISTORY
 
-ENGINE_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "engine" / "stockfish.yaml"
 ENDGAME_MAX_PIECES = 6  # non-pawn, non-king pieces of both sides (Lichess "divider" rule)
 OPENING_MAX_FULLMOVE = 10
-
-
-# -- helpers ---------------------------------------------------------------------------------------
-
-
-def open_text(path: str | Path, mode: str = "rt") -> IO[str]:
-    """Open plain or .gz text files alike."""
-    path = Path(path)
-    if path.suffix == ".gz":
-        return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
-    return open(path, mode, encoding="utf-8")
-
-
-def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
-    """(line number, object) of each non-blank line; a line that is not a JSON object raises
-    ValueError naming path:line."""
-    with open_text(path) as f:
-        for line_no, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            with at_line(path, line_no):
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise TypeError(f"expected a JSON object, got {line.strip()[:80]!r}")
-            yield line_no, record
-
-
-def read_jsonl(path: str | Path) -> list[dict]:
-    return [record for _, record in iter_jsonl(path)]
-
-
-@contextmanager
-def at_line(path: str | Path, line_no: int) -> Iterator[None]:
-    """Re-raise a bad record's KeyError / TypeError / ValueError as one ValueError naming path:line."""
-    try:
-        yield
-    except KeyError as exc:
-        raise ValueError(f"{path}:{line_no}: missing key {exc.args[0]!r}") from exc
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{path}:{line_no}: {exc}") from exc
-
-
-def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    n = 0
-    if Path(path).suffix == ".gz":
-        # mtime=0 keeps the gzip bytes reproducible for the same records
-        raw = gzip.GzipFile(path, "wb", mtime=0)
-        f: IO[str] = io.TextIOWrapper(raw, encoding="utf-8")
-    else:
-        f = open(path, "w", encoding="utf-8")
-    with f:
-        for row in rows:
-            f.write(json.dumps(row, separators=(",", ":")) + "\n")
-            n += 1
-    return n
-
-
-def position_key(fen: str) -> str:
-    """Placement, side to move, castling, en passant: clocks do not make a new position."""
-    return " ".join(fen.split()[:4])
 
 
 def game_phase(board: chess.Board) -> str:
@@ -120,10 +58,6 @@ def game_phase(board: chess.Board) -> str:
     if board.fullmove_number <= OPENING_MAX_FULLMOVE:
         return "opening"
     return "middlegame"
-
-
-def recent_history(board: chess.Board, n: int = MAX_HISTORY) -> list[str]:
-    return [move.uci() for move in board.move_stack[-n:]]
 
 
 @dataclass
@@ -166,25 +100,6 @@ def pgn_samples(path: str, rng: random.Random, sample_rate: float) -> Iterator[S
                 board.push(move)
                 if not board.is_game_over() and rng.random() < sample_rate:
                     yield Sample(board.copy(), f"pgn:{Path(path).name}", game_no)
-
-
-def random_endgame_board(rng: random.Random, max_extra: int = 5) -> chess.Board:
-    """A valid, not-yet-finished position with two kings and 1..max_extra other pieces."""
-    kinds = [chess.PAWN, chess.ROOK, chess.KNIGHT, chess.BISHOP, chess.QUEEN]
-    weights = [0.45, 0.2, 0.1, 0.1, 0.15]
-    while True:
-        board = chess.Board(None)
-        squares = rng.sample(chess.SQUARES, 2 + max_extra)
-        board.set_piece_at(squares[0], chess.Piece(chess.KING, chess.WHITE))
-        board.set_piece_at(squares[1], chess.Piece(chess.KING, chess.BLACK))
-        for square in squares[2 : 2 + rng.randint(1, max_extra)]:
-            kind = rng.choices(kinds, weights)[0]
-            if kind == chess.PAWN and chess.square_rank(square) in (0, 7):
-                continue
-            board.set_piece_at(square, chess.Piece(kind, rng.random() < 0.5))
-        board.turn = rng.random() < 0.5
-        if board.is_valid() and not board.is_game_over():
-            return board
 
 
 @dataclass
@@ -255,7 +170,7 @@ def annotation_record(sample: Sample, engine: Engine, engine_name: str) -> dict:
         "source": sample.source,
         "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
         "engine": engine_name,
-        "depth": engine.depth,
+        "limit": engine.limit_record,
     }
 
 
@@ -344,88 +259,6 @@ def arbiter_min_rows() -> int:
     return 1 + max((n for n in range(1, bound + 1) if arbiter_wants(n)["normal"] < 0), default=0)
 
 
-def legal_move_case(board: chess.Board, move: chess.Move) -> str:
-    """Case label of a legal move; terminal outcomes take precedence over move kinds."""
-    kind = "normal"
-    if board.is_castling(move):
-        kind = "castling"
-    elif board.is_en_passant(move):
-        kind = "en_passant"
-    elif move.promotion:
-        kind = "promotion"
-    board.push(move)
-    try:
-        if board.is_checkmate():
-            return "checkmate"
-        if board.is_stalemate():
-            return "stalemate"
-        if board.is_insufficient_material():
-            return "insufficient"
-        if board.is_seventyfive_moves():
-            return "seventyfive_moves"
-        return kind
-    finally:
-        board.pop()
-
-
-def illegal_moves(board: chess.Board, rng: random.Random) -> list[tuple[chess.Move, str]]:
-    """A sample of illegal moves of several kinds, each with its kind."""
-    us = board.turn
-    legal = set(board.legal_moves)
-    found: list[tuple[chess.Move, str]] = []
-    for move in board.pseudo_legal_moves:
-        if move in legal:
-            continue
-        piece = board.piece_at(move.from_square)
-        if piece and piece.piece_type == chess.KING:
-            kind = "castle_through_check" if board.is_castling(move) else "king_into_check"
-        elif board.is_check():
-            kind = "ignores_check"
-        else:
-            kind = "pinned_piece"
-        found.append((move, kind))
-    own = list(chess.SquareSet(board.occupied_co[us]))
-    theirs = list(chess.SquareSet(board.occupied_co[not us]))
-    empty = list(chess.SquareSet(~board.occupied))
-    if len(own) > 1:
-        a, b = rng.sample(own, 2)
-        found.append((chess.Move(a, b), "own_piece_on_target"))
-    if empty:
-        found.append((chess.Move(rng.choice(empty), rng.choice(own + theirs)), "empty_from_square"))
-    flipped = board.copy(stack=False)
-    flipped.turn = not us
-    wrong_side = [m for m in flipped.pseudo_legal_moves if m not in legal]
-    if wrong_side:
-        found.append((rng.choice(wrong_side), "wrong_side"))
-    for _ in range(20):
-        from_sq = rng.choice(own)
-        to_sq = rng.choice(chess.SQUARES)
-        move = chess.Move(from_sq, to_sq)
-        if from_sq != to_sq and move not in legal and not board.is_pseudo_legal(move):
-            if board.color_at(to_sq) != us:
-                found.append((move, "impossible_geometry"))
-                break
-    found += [(chess.Move(m.from_square, m.to_square), "missing_promotion") for m in legal if m.promotion == chess.QUEEN]
-    return found
-
-
-def random_game_positions(rng: random.Random, n_games: int) -> Iterator[chess.Board]:
-    """Positions of random-move games, biased to captures, promotions and pawn moves so that
-    endgames, promotions and en-passant chances come up often."""
-    for game in range(n_games):
-        board = random_endgame_board(rng) if game % 3 == 0 else chess.Board()
-        for _ in range(rng.randint(4, 200)):
-            if board.is_game_over():
-                break
-            moves = list(board.legal_moves)
-            forcing = [m for m in moves if board.is_capture(m) or m.promotion]
-            pawn = [m for m in moves if board.piece_type_at(m.from_square) == chess.PAWN]
-            pick = rng.random()
-            pool = forcing if pick < 0.4 and forcing else pawn if pick < 0.7 and pawn else moves
-            board.push(rng.choice(pool))
-            yield board
-
-
 def arbiter_row(
     board: chess.Board, history: list[str], move: chess.Move, case: str, detail: str, source: str
 ) -> dict:
@@ -437,24 +270,6 @@ def arbiter_row(
         "detail": detail,
         "source": source,
     }
-
-
-def classify_position(board: chess.Board, rng: random.Random) -> dict[str, list[tuple[chess.Move, str]]]:
-    """(move, detail) options per case reachable from this position; illegal moves are keyed
-    "illegal:<kind>" so that every kind can get its share."""
-    options: dict[str, list[tuple[chess.Move, str]]] = {}
-    for move in list(board.legal_moves):
-        options.setdefault(legal_move_case(board, move), []).append((move, ""))
-    for move, kind in illegal_moves(board, rng):
-        options.setdefault(f"illegal:{kind}", []).append((move, kind))
-    return options
-
-
-def with_seventyfive_clock(board: chess.Board) -> chess.Board:
-    """Same position one quiet move away from the 75-move rule (a rare but real terminal)."""
-    clocked = board.copy(stack=False)
-    clocked.halfmove_clock = 149
-    return clocked
 
 
 Positions = list[tuple[chess.Board, list[str]]]  # (board, history before it)
@@ -521,13 +336,6 @@ def random_game_boards(rng: random.Random, n_games: int) -> Positions:
 # -- CLI -------------------------------------------------------------------------------------------
 
 
-def engine_config() -> dict:
-    """conf/engine/stockfish.yaml: the Engine knobs (and the CLI's engine defaults)."""
-    knobs = OmegaConf.to_container(OmegaConf.load(ENGINE_CONFIG))
-    knobs.pop("_target_")
-    return knobs
-
-
 def build_parser() -> argparse.ArgumentParser:
     engine = engine_config()
     selfplay = SelfPlayConfig()
@@ -539,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--pgn", help="PGN file; positions sampled at --pgn-sample-rate")
     source.add_argument("--selfplay", type=int, metavar="N", help="number of self-play positions")
     source.add_argument("--arbiter", type=int, metavar="N", help="number of A: held-out rows")
+    source.add_argument("--relabel", metavar="FILE", help="annotated JSONL whose positions to re-analyse")
     parser.add_argument("--output", required=True, help="JSONL output (.gz compresses)")
     parser.add_argument("--heldout", type=int, default=0, help="positions (whole games) held out")
     parser.add_argument("--heldout-output", help="JSONL output of the held-out games")
@@ -546,7 +355,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--exclude", nargs="*", default=[], help="--arbiter: JSONL whose positions to skip")
     parser.add_argument("--random-games", type=int, default=400, help="--arbiter: random-move games")
     parser.add_argument("--engine-path", default=engine["path"], help="default: conf/engine/stockfish.yaml")
-    parser.add_argument("--depth", type=int, default=engine["depth"], help="annotation depth")
+    parser.add_argument("--depth", type=int, help="annotation depth (default: the limit in the engine yaml)")
+    parser.add_argument("--nodes", type=int, help="annotation nodes per position (default: the engine yaml)")
+    parser.add_argument("--workers", type=int, default=1, help="--relabel: engine processes, one thread each")
     parser.add_argument("--play-depth", type=int, default=6, help="self-play move-choice depth")
     parser.add_argument("--threads", type=int, default=engine["threads"])
     parser.add_argument("--hash-mb", type=int, default=engine["hash_mb"])
@@ -574,6 +385,10 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
     parser = parser or build_parser()
     args = parser.parse_args(argv)
+    if args.depth is not None and args.nodes is not None:
+        parser.error("set at most one of --depth / --nodes")
+    if args.workers < 1:
+        parser.error(f"--workers {args.workers}: must be >= 1")
     if args.heldout and not args.heldout_output:
         parser.error("--heldout needs --heldout-output")
     if args.arbiter is not None and args.arbiter < arbiter_min_rows():
@@ -602,15 +417,46 @@ def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:
     print(f"wrote {len(rows)} A: rows to {args.output}", file=sys.stderr)
 
 
+def annotation_limit(args: argparse.Namespace) -> dict:
+    """--depth or --nodes when given, else the limit of the engine yaml (depth / nodes / time_limit)."""
+    if args.depth is not None or args.nodes is not None:
+        return {"depth": args.depth, "nodes": args.nodes, "time_limit": None}
+    knobs = engine_config()
+    return {key: knobs[key] for key in ("depth", "nodes", "time_limit")}
+
+
+def engine_knobs(args: argparse.Namespace) -> dict:
+    """Engine kwargs besides the limit: the CLI flags, and the yaml for those without a flag."""
+    knobs = engine_config()
+    return {"path": args.engine_path, "threads": args.threads, "hash_mb": args.hash_mb, "multipv": args.multipv,
+            "cache_size": knobs["cache_size"], "timeout": knobs["timeout"]}
+
+
+def run_relabel(args: argparse.Namespace) -> None:
+    """Same positions and rows, candidates and engine fields recomputed (row order kept)."""
+    records = read_jsonl(args.relabel)
+    engine_kwargs = {**engine_knobs(args), **annotation_limit(args)}
+    with Engine(**engine_kwargs) as engine:
+        engine_name, limit = engine.name, engine.limit_record
+    progress = Progress(len(records))
+    started = time.monotonic()
+    analyses = analyse_many([r["fen"] for r in records], args.workers, progress.update, **engine_kwargs)
+    rows = [{"fen": r["fen"], "history": r["history"], "phase": r["phase"], "source": r["source"],
+             "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
+             "engine": engine_name, "limit": limit}
+            for r, candidates in zip(records, analyses)]
+    write_jsonl(args.output, rows)
+    print(f"wrote {len(rows)} positions to {args.output} in {time.monotonic() - started:.0f}s "
+          f"({args.workers} workers)", file=sys.stderr)
+
+
 def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
-    knobs = engine_config()  # the knobs without a CLI flag: time_limit, cache_size, timeout
-    shared = {"path": args.engine_path, "threads": args.threads, "hash_mb": args.hash_mb, "multipv": args.multipv,
-              "cache_size": knobs["cache_size"], "timeout": knobs["timeout"]}
-    engine = Engine(depth=args.depth, time_limit=knobs["time_limit"], **shared)
+    shared = engine_knobs(args)
+    engine = Engine(**annotation_limit(args), **shared)
     with engine:
         if args.selfplay is not None:
             cfg = selfplay_config(args)
-            player = Engine(depth=args.play_depth, time_limit=None, **shared)  # --play-depth, never time
+            player = Engine(depth=args.play_depth, nodes=None, time_limit=None, **shared)  # --play-depth
             with player:
                 samples = selfplay_samples(player, rng, cfg)
                 pairs = annotate_samples(samples, engine, args.selfplay, Progress(args.selfplay))
@@ -632,6 +478,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         if args.arbiter is not None:
             run_arbiter(args, rng)
+        elif args.relabel is not None:
+            run_relabel(args)
         else:
             run_annotation(args, rng)
     except (ValueError, RuntimeError, FileNotFoundError, EngineNotFoundError) as exc:

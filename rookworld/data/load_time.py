@@ -1,18 +1,23 @@
 """`python -m rookworld.data.load_time`: how long the bundled data takes to load (target < 1 s).
 
 Loads the three bundled files (P: train, P: held-out, A: held-out) with the in-process caches
-cleared, several times, and prints each time and the best; then, separately, the A: training
-transitions that are derived from the P: training positions (a python-chess push per position).
+cleared, several times, and prints each time and the best; then, separately, the start of the A:
+training stream with conf/data/bundled.yaml's settings (its rare-case pools) and 1,000 draws.
 """
 from __future__ import annotations
 
 import argparse
 import time
+from pathlib import Path
 
-from rookworld.data import positions
+from omegaconf import OmegaConf
+
+from rookworld.data import arbiter_stream, positions
 
 CACHED_LOADERS = (positions._policy_problems_cached, positions._arbiter_cases_cached,
-                  positions._arbiter_train_cached)
+                  positions._positions_cached, arbiter_stream.collect_pools)
+DATA_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "data" / "bundled.yaml"
+STREAM_DRAWS = 1000
 
 
 def load_files_uncached() -> tuple[float, dict[str, int]]:
@@ -28,11 +33,15 @@ def load_files_uncached() -> tuple[float, dict[str, int]]:
     return time.perf_counter() - start, counts
 
 
-def derive_arbiter_train_uncached() -> tuple[float, int]:
-    positions._arbiter_train_cached.cache_clear()
+def start_arbiter_stream_uncached() -> tuple[float, float, int]:
+    """Seconds to start the A: training stream (pools), seconds for STREAM_DRAWS draws, draws."""
+    for cached in CACHED_LOADERS:
+        cached.cache_clear()
     start = time.perf_counter()
-    count = len(positions.load_arbiter_problems("train"))
-    return time.perf_counter() - start, count
+    stream = positions.load_arbiter_problems("train", OmegaConf.load(DATA_CONFIG))
+    started = time.perf_counter()
+    draws = [stream[i] for i in range(STREAM_DRAWS)]
+    return started - start, time.perf_counter() - started, len(draws)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -48,8 +57,8 @@ def main(argv: list[str] | None = None) -> None:
         print(f"bundled files {counts} loaded in {elapsed:.3f} s")
     verdict = "OK" if min(times) < 1.0 else "over the 1 s target"
     print(f"bundled files, best of {args.repeats}: {min(times):.3f} s ({verdict})")
-    elapsed, count = derive_arbiter_train_uncached()
-    print(f"A: training transitions derived from the P: training positions: {count} in {elapsed:.3f} s")
+    started, drawn, count = start_arbiter_stream_uncached()
+    print(f"A: training stream: started in {started:.3f} s (rare-case pools), {count} draws in {drawn:.3f} s")
 
 
 if __name__ == "__main__":

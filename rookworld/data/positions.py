@@ -6,13 +6,9 @@ Sources (the `source` argument of the loaders):
   a mapping / DictConfig  a `data` config (conf/data/*.yaml): `kind: bundled` with optional paths, or
                         `kind: rookworld7m` (the published dataset, rookworld/data/rookworld7m.py)
 
-A: training transitions are built from the training positions: a seeded sample of `size` of them
-(None = all; the python-chess truths cost ~0.2 ms per transition, so the default keeps start-up
-fast), then for each, in file order, with probability `illegal_fraction` an illegal move (of the
-kinds in annotate.illegal_moves), else a uniformly random legal move, all drawn from one
-random.Random(seed). History = the position's history + [move], trimmed to the last 10 moves.
-Ground truth always comes from python-chess (rookworld.tasks.arbiter_truth), never from a
-stored label.
+A: training problems are an endless seeded stream built from the training positions in configured
+case shares (rookworld/data/arbiter_stream.py). Ground truth always comes from python-chess
+(rookworld.tasks.arbiter_truth), never from a stored label.
 """
 
 from __future__ import annotations
@@ -26,7 +22,9 @@ from typing import Any
 
 import chess
 
-from rookworld.data.annotate import at_line, illegal_moves, iter_jsonl
+from rookworld.data.arbiter_stream import ArbiterStream
+from rookworld.data.records import at_line, check_split, iter_jsonl
+from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
     ArbiterTruth,
     Candidate,
@@ -44,12 +42,8 @@ BUNDLED = {
     "policy_heldout": BUNDLED_DIR / "heldout.jsonl",
     "arbiter_heldout": BUNDLED_DIR / "heldout_arbiter.jsonl",
 }
-SPLITS = ("train", "heldout")
 DATA_KINDS = ("bundled", "rookworld7m")  # data.kind
 HELDOUT_SOURCES = ("bundled", "hub")  # data.heldout of kind rookworld7m
-DEFAULT_ILLEGAL_FRACTION = 0.1
-DEFAULT_ARBITER_SEED = 0
-DEFAULT_ARBITER_TRAIN_SIZE = 2000
 
 Source = str | Path | Mapping | None
 
@@ -90,58 +84,32 @@ def arbiter_problem_from_case(row: dict) -> Problem:
     return arbiter_problem(arbiter_truth(row["fen"], row["move"], history))
 
 
-def pick_arbiter_move(board: chess.Board, rng: random.Random, illegal_fraction: float) -> str:
-    """An illegal move with probability `illegal_fraction` (always when no move is legal), else a
-    uniformly random legal one (rejection sampling over pseudo-legal moves: no full legal list)."""
-    pseudo = list(board.generate_pseudo_legal_moves())
-    if rng.random() < illegal_fraction or not any(board.is_legal(m) for m in pseudo):
-        return rng.choice(illegal_moves(board, rng))[0].uci()
-    while True:
-        move = rng.choice(pseudo)
-        if board.is_legal(move):
-            return move.uci()
+def arbiter_training_stream(path: str | Path, shares: Mapping[str, float], seed: int, pool_size: int,
+                            pool_walks: int) -> ArbiterStream:
+    """The A: training stream over the positions of an annotated JSONL(.gz) file."""
+    positions = _positions_cached(*_file_key(Path(path)))
+    return ArbiterStream(positions, shares, seed, pool_size, pool_walks)
 
 
-def arbiter_truths_from_positions(
-    numbered: list[tuple[int, dict]], illegal_fraction: float, seed: int, size: int | None, path: str | Path
-) -> list[ArbiterTruth]:
-    """(line number, position record) pairs of `path` -> truths; a bad record raises ValueError
-    naming path:line."""
-    if size is not None and size < len(numbered):
-        keep = sorted(random.Random(f"{seed}:subset").sample(range(len(numbered)), size))
-        numbered = [numbered[i] for i in keep]
-    rng = random.Random(seed)
-    truths = []
-    for line_no, record in numbered:
+@lru_cache(maxsize=8)
+def _positions_cached(path: str, mtime_ns: int) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    positions = []
+    for line_no, record in iter_jsonl(path):
         with at_line(path, line_no):
-            move = pick_arbiter_move(chess.Board(record["fen"]), rng, illegal_fraction)
-            history = history_with_move(record.get("history", []), move)
-            truths.append(arbiter_truth(record["fen"], move, history))
-    return truths
+            positions.append((chess.Board(record["fen"]).fen(), tuple(record.get("history", []))))
+    return tuple(positions)
 
 
-def load_arbiter_problems(
-    split: str,
-    source: Source = None,
-    *,
-    illegal_fraction: float = DEFAULT_ILLEGAL_FRACTION,
-    seed: int = DEFAULT_ARBITER_SEED,
-    size: int | None = DEFAULT_ARBITER_TRAIN_SIZE,
-) -> list[Problem]:
-    """A: problems. "heldout": the A: case file (all rows); "train": built from `size` training
-    positions (None = all)."""
+def load_arbiter_problems(split: str, source: Source = None) -> list[Problem] | ArbiterStream:
+    """A: problems. "heldout": the A: case file (all rows). "train": the data config's training
+    stream (a path source has no case shares: use arbiter_training_stream)."""
     check_split(split)
     if isinstance(source, Mapping):
         return _arbiter_from_config(split, source)
-    if not 0.0 <= illegal_fraction <= 1.0:
-        raise ValueError(f"data.arbiter_illegal_fraction must be in [0, 1], got {illegal_fraction!r}")
-    if size is not None and size < 1:
-        raise ValueError(f"data.arbiter_train_size must be >= 1 or null, got {size!r}")
-    if split == "heldout":
-        path = Path(source) if source is not None else BUNDLED["arbiter_heldout"]
-        return list(_arbiter_cases_cached(*_file_key(path)))
-    path = Path(source) if source is not None else BUNDLED["policy_train"]
-    return list(_arbiter_train_cached(*_file_key(path), illegal_fraction, seed, size))
+    if split == "train":
+        raise ValueError("A: training problems come from a data config (conf/data/*.yaml) or arbiter_training_stream")
+    path = Path(source) if source is not None else BUNDLED["arbiter_heldout"]
+    return list(_arbiter_cases_cached(*_file_key(path)))
 
 
 @lru_cache(maxsize=8)
@@ -151,14 +119,6 @@ def _arbiter_cases_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
         with at_line(path, line_no):
             problems.append(arbiter_problem_from_case(row))
     return tuple(problems)
-
-
-@lru_cache(maxsize=8)
-def _arbiter_train_cached(
-    path: str, mtime_ns: int, illegal_fraction: float, seed: int, size: int | None
-) -> tuple[Problem, ...]:
-    truths = arbiter_truths_from_positions(list(iter_jsonl(path)), illegal_fraction, seed, size, path)
-    return tuple(arbiter_problem(t) for t in truths)
 
 
 # -- data config dispatch --------------------------------------------------------------------------
@@ -175,8 +135,6 @@ def _from_hub(split: str, cfg: Mapping) -> bool:
 def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
-        from rookworld.data.rookworld7m import load_rookworld7m_config
-
         return list(load_rookworld7m_config(split, cfg).policy)
     return load_policy_problems(split, cfg[f"policy_{split}"])
 
@@ -184,24 +142,17 @@ def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
 def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
-        from rookworld.data.rookworld7m import load_rookworld7m_config
-
         return list(load_rookworld7m_config(split, cfg).arbiter)
     if split == "heldout":
         return load_arbiter_problems(split, cfg["arbiter_heldout"])
-    return load_arbiter_problems(split, cfg["arbiter_train"] or cfg["policy_train"],
-                                 illegal_fraction=float(cfg["arbiter_illegal_fraction"]),
-                                 seed=int(cfg["arbiter_seed"]), size=cfg["arbiter_train_size"])
+    path = cfg["arbiter_train"] or cfg["policy_train"] or BUNDLED["policy_train"]
+    return arbiter_training_stream(path, dict(cfg["arbiter_cases"]), int(cfg["arbiter_seed"]),
+                                   int(cfg["arbiter_pool_size"]), int(cfg["arbiter_pool_walks"]))
 
 
 def _check_kind(cfg: Mapping) -> None:
     if cfg["kind"] not in DATA_KINDS:
         raise ValueError(f"data.kind must be bundled | rookworld7m, got {cfg['kind']!r}")
-
-
-def check_split(split: str) -> None:
-    if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
 
 
 def _file_key(path: Path) -> tuple[str, int]:
@@ -216,8 +167,9 @@ def _file_key(path: Path) -> tuple[str, int]:
 class ProblemSampler:
     """Seeded task-mix sampler with epoch-style shuffling and resumable state.
 
-    Each task's problems are visited in a fresh permutation per epoch (derived from
-    (seed, task, epoch)), without replacement within an epoch. Task counts per batch follow the
+    A task's problems are a list or an endless stream (ArbiterStream). A list is visited in a fresh
+    permutation per epoch (derived from (seed, task, epoch)), without replacement within an epoch;
+    a stream is read in order (it is already seeded and shuffled). Task counts per batch follow the
     weights exactly in the long run: each task accumulates n * weight of credit per batch and
     gets floor(credit) slots, the leftover slots going to the largest remainders. The batch order is
     then shuffled by an rng derived from (seed, batch index).
@@ -226,11 +178,11 @@ class ProblemSampler:
     def __init__(
         self,
         policy_problems: list[Problem],
-        arbiter_problems: list[Problem],
+        arbiter_problems: list[Problem] | ArbiterStream,
         weights: Mapping[str, float] | None = None,
         seed: int = 0,
     ) -> None:
-        self.problems = {"P": list(policy_problems), "A": list(arbiter_problems)}
+        self.problems = {"P": list(policy_problems), "A": _as_source(arbiter_problems)}
         self.weights = _validate_weights(dict(weights or {"P": 0.8, "A": 0.2}), self.problems)
         self.seed = int(seed)
         self._epoch = {task: 0 for task in self.problems}
@@ -260,6 +212,10 @@ class ProblemSampler:
         return counts
 
     def _take(self, task: str, count: int) -> list[Problem]:
+        if isinstance(self.problems[task], ArbiterStream):
+            start = self._cursor[task]
+            self._cursor[task] += count
+            return [self.problems[task][i] for i in range(start, start + count)]
         out = []
         for _ in range(count):
             if self._cursor[task] == len(self._orders[task]):
@@ -271,6 +227,8 @@ class ProblemSampler:
         return out
 
     def _order(self, task: str, epoch: int) -> list[int]:
+        if isinstance(self.problems[task], ArbiterStream):
+            return []
         order = list(range(len(self.problems[task])))
         random.Random(f"{self.seed}:{task}:{epoch}").shuffle(order)
         return order
@@ -279,11 +237,14 @@ class ProblemSampler:
         """Completed passes over `task`'s problems."""
         return self._epoch[task]
 
+    def _sizes(self) -> dict[str, int | str]:
+        return {task: "stream" if isinstance(p, ArbiterStream) else len(p) for task, p in self.problems.items()}
+
     def state_dict(self) -> dict[str, Any]:
         return {
             "seed": self.seed,
             "weights": dict(self.weights),
-            "sizes": {task: len(p) for task, p in self.problems.items()},
+            "sizes": self._sizes(),
             "epoch": dict(self._epoch),
             "cursor": dict(self._cursor),
             "credit": dict(self._credit),
@@ -291,7 +252,7 @@ class ProblemSampler:
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        sizes = {task: len(p) for task, p in self.problems.items()}
+        sizes = self._sizes()
         if dict(state["sizes"]) != sizes:
             raise ValueError(f"sampler state is for problem counts {dict(state['sizes'])}, these are {sizes}")
         self.seed = int(state["seed"])
@@ -301,6 +262,10 @@ class ProblemSampler:
         self._credit = dict(state["credit"])
         self._batches = int(state["batches"])
         self._orders = {task: self._order(task, self._epoch[task]) for task in self.problems}
+
+
+def _as_source(problems: list[Problem] | ArbiterStream) -> list[Problem] | ArbiterStream:
+    return problems if isinstance(problems, ArbiterStream) else list(problems)
 
 
 def _validate_weights(weights: dict[str, float], problems: Mapping[str, list]) -> dict[str, float]:

@@ -2,7 +2,7 @@
 
 - P: rows -> PolicyTruth with the candidates ranked by their E value, highest first. The B label
   is never trusted: for Black to move the published B is the *lowest*-ranked candidate
-  (shared/spec/tasks.md). On an E tie the B move goes first among the tied moves.
+  (docs/tasks.md). On an E tie the B move goes first among the tied moves.
 - A: rows (with or without the "A: " prefix) -> the truth recomputed by python-chess from
   (FEN, move, history) with rookworld.tasks.arbiter_truth, so illegal moves published as legal
   transitions get reward -1.0 / truncated 1. Only the first three fields of a row are read.
@@ -21,8 +21,7 @@ from pathlib import Path
 
 import chess
 
-from rookworld.data.annotate import at_line, iter_jsonl
-from rookworld.data.positions import check_split
+from rookworld.data.records import at_line, check_split, iter_jsonl
 from rookworld.tasks import (
     Candidate,
     PolicyTruth,
@@ -65,6 +64,7 @@ def policy_truth_from_text(text: str) -> PolicyTruth | None:
 
 def _policy_row(text: str) -> tuple[PolicyTruth, bool] | None:
     """A P: row -> (PolicyTruth, whether the published B differs from its rank-1 move), or None."""
+    text = text.strip()  # a row with leading whitespace is the same row
     answer = parse_policy(text)
     fen = text[len("P:") : text.find("M:")].strip()
     if answer is None or not answer.moves or len(answer.moves) != len(answer.evals):

@@ -4,6 +4,10 @@
     A_i = (r_i - mean(r_group)) / (std_batch + eps) scale_rewards = "batch"  (centred per group)
     A_i =  r_i - mean(r_group)                     scale_rewards = "none"    (Dr. GRPO)
 
+The std is the sample std (divisor n - 1, torch's default, as TRL and verl compute it) unless
+`advantage_std="population"` (divisor n): for rewards {0, 1} in a group of 2 the sample std is
+0.71 and the population std 0.5, so the choice scales every advantage by sqrt(G / (G - 1)).
+
 A group whose rewards are all equal has zero advantage for every member and carries no signal;
 its share of the batch is reported as `frac_reward_zero_std`.
 """
@@ -14,6 +18,7 @@ from dataclasses import dataclass
 import torch
 
 SCALE_REWARDS = ("group", "batch", "none")
+ADVANTAGE_STDS = ("sample", "population")
 
 
 @dataclass
@@ -27,25 +32,28 @@ class Advantages:
 
 
 def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
-                     eps: float = 1e-4) -> Advantages:
+                     advantage_std: str = "sample", eps: float = 1e-4) -> Advantages:
     """rewards: [P*G], the G completions of each prompt contiguous."""
     if scale_rewards not in SCALE_REWARDS:
         raise ValueError(f"scale_rewards={scale_rewards!r}: expected one of {SCALE_REWARDS}")
+    if advantage_std not in ADVANTAGE_STDS:
+        raise ValueError(f"advantage_std={advantage_std!r}: expected one of {ADVANTAGE_STDS}")
+    unbiased = advantage_std == "sample"
     grouped = rewards.view(-1, group_size)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
-    group_std = grouped.std(dim=1, unbiased=False, keepdim=True)
+    group_std = grouped.std(dim=1, unbiased=unbiased, keepdim=True)
     zero_std = group_std.squeeze(1) < 1e-6
     # Equal rewards can leave a rounding residue after centring; such a group carries no signal.
     centred = centred.masked_fill(zero_std.unsqueeze(1), 0.0)
     if scale_rewards == "group":
         centred = centred / (group_std + eps)
     elif scale_rewards == "batch":
-        centred = centred / (rewards.std(unbiased=False) + eps)
+        centred = centred / (rewards.std(unbiased=unbiased) + eps)
     return Advantages(values=centred.reshape(-1), zero_std_groups=zero_std)
 
 
 class EMARewardNormalizer:
-    """Optional reward normalisation by exponential moving averages of batch mean and std (seed 001).
+    """Optional reward normalisation by exponential moving averages of batch mean and std.
 
     Applied to raw rewards before the group advantages; with scale_rewards=group it only matters
     for "none"/"batch" scaling, so it is off by default.

@@ -40,8 +40,8 @@ class KLController:
     kind "adaptive": beta starts at coef and follows the proportional controller of
       Ziegler et al. (2019), once per step: beta *= 1 + clip(KL/target - 1, -0.2, 0.2) / horizon,
       horizon counted in GRPO steps.
-    During the first warmup_steps steps the coefficient is multiplied by warmup_factor (seed 001's
-    KL warm-up); the adaptive controller keeps updating underneath.
+    During the first warmup_steps steps the coefficient is multiplied by warmup_factor (a KL
+    warm-up); the adaptive controller keeps updating underneath.
     """
 
     def __init__(self, kind: str, coef: float, warmup_steps: int, warmup_factor: float,

@@ -5,13 +5,15 @@ that sampled it (exactly 1 before the first update of a batch):
 
     l_t = -min(rho * A_i, clip(rho, 1 - eps_low, 1 + eps_high) * A_i) + beta * KL_t
 
-Aggregation over the completion mask m (names as in TRL):
+Aggregation over the completion mask m of a minibatch of N sequences (`grpo` and `dr_grpo` are
+TRL's loss_type names; TRL calls `token_mean` `dapo`, and `bnpo` on one process):
     grpo       mean_i [ sum_t m l / sum_t m ]          per-sequence mean (length-biased)
     dr_grpo    sum_{i,t} m l / (N * L_max)              Dr. GRPO, L_max = max_new_tokens
-    token_mean sum_{i,t} m l / sum_{i,t} m              DAPO token mean over the whole batch
+    token_mean sum_{i,t} m l / sum_{i,t} m              DAPO token mean over the minibatch
 
-The normalisers are computed on the whole generation batch (`LossNormalizer`), so the losses of
-its minibatches add up to the full-batch loss whatever the minibatch split.
+The trainer builds one `LossNormalizer` per minibatch (one optimizer step) from that minibatch's
+own rows: its micro-batches add up to the minibatch loss whatever the micro-batch size, and each
+minibatch is normalised on its own, not over the whole generation batch.
 """
 from __future__ import annotations
 

@@ -29,8 +29,8 @@ the model on it. How the work reaches the GPU differs:
 - The host checks whether every row has finished only every `check_every` steps; the extra steps
   emit padding only and are trimmed from the result.
 
-`make_decoder(model)` returns a StaticDecoder on CUDA and None elsewhere, where the plain sampler
-stays the simple path.
+`make_decoder(model)` returns a StaticDecoder on CUDA and elsewhere a PlainDecoder
+(rookworld.model.sampling: `generate` behind the same interface), so a decoder is never None.
 """
 
 from __future__ import annotations
@@ -46,7 +46,8 @@ from torch.nn.attention import sdpa_kernel
 from rookworld.model import decode_kernels as kernels
 from rookworld.model.fused_logprobs import VOCAB_ALIGN
 from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_mask_4d
-from rookworld.model.sampling import Generation, check_request, generate, keep_top_k, keep_top_p, left_pad
+from rookworld.model.sampling import (Generation, PlainDecoder, check_request, keep_top_k, keep_top_p,
+                                      left_pad)
 
 MAX_STOPS = 8
 _side_streams: dict[torch.device, torch.cuda.Stream] = {}  # one per device: cuBLAS keeps a workspace per stream
@@ -474,21 +475,6 @@ class StaticDecoder:
                                    b.out_logprobs[:, :width].clone())
 
 
-class PlainDecoder:
-    """`sampling.generate` behind the decoder interface (the CPU path, and the benchmark baseline)."""
-
-    def __init__(self, model: GPT, *, ignore_stops: bool = False):
-        self.model, self.ignore_stops = model, ignore_stops
-
-    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], *,
-                 stop_ids: Iterable[int] = (), **kwargs) -> Generation:
-        return generate(self.model, prompts, max_new_tokens, stop_ids=() if self.ignore_stops else stop_ids,
-                        **kwargs)
-
-    def close(self) -> None:
-        pass
-
-
 def kernel_splits(config) -> dict[str, int]:
     """K-splits of the three split-K decode products (decode_kernels.linear_partials)."""
     C = config.n_embd
@@ -496,9 +482,11 @@ def kernel_splits(config) -> dict[str, int]:
             "mlp_proj": kernels.split_count(C, 4 * C)}
 
 
-def make_decoder(model: GPT) -> StaticDecoder | None:
-    """The fast path on CUDA; None (the plain sampler) elsewhere."""
-    return StaticDecoder(model) if model.wte.weight.device.type == "cuda" else None
+def make_decoder(model: GPT, *, ignore_stops: bool = False) -> StaticDecoder | PlainDecoder:
+    """The fast path on CUDA; the plain sampler behind the same interface elsewhere."""
+    if model.wte.weight.device.type == "cuda":
+        return StaticDecoder(model, ignore_stops=ignore_stops)
+    return PlainDecoder(model, ignore_stops=ignore_stops)
 
 
 def sample_tokens(logits: Tensor, spec: SamplingSpec, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:

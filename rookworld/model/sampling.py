@@ -149,3 +149,18 @@ def build_generation(prompt_ids: Tensor, prompt_mask: Tensor, tokens: list[Tenso
     completion_logprobs = (torch.stack(logprobs, 1) if tokens
                            else torch.zeros((B, 0), device=prompt_ids.device))
     return Generation.assemble(prompt_ids, prompt_mask, completion_ids, completion_mask, completion_logprobs)
+
+
+class PlainDecoder:
+    """`sampling.generate` behind the decoder interface (the CPU path, and the benchmark baseline)."""
+
+    def __init__(self, model: GPT, *, ignore_stops: bool = False):
+        self.model, self.ignore_stops = model, ignore_stops
+
+    def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], *,
+                 stop_ids: Iterable[int] = (), **kwargs) -> Generation:
+        return generate(self.model, prompts, max_new_tokens, stop_ids=() if self.ignore_stops else stop_ids,
+                        **kwargs)
+
+    def close(self) -> None:
+        pass

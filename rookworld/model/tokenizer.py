@@ -24,7 +24,11 @@ TINY_TOKENIZER_DIR = Path(__file__).resolve().parent.parent / "assets" / "tokeni
 
 
 class ChessTokenizer:
-    """Text <-> token ids, with the ids the sampler and the tasks need (eos, newline, pad)."""
+    """Text <-> token ids, with the ids the sampler and the tasks need (eos, newline, pad, stops).
+
+    `stop_ids`: end-of-text and every token whose text is only newlines. A completion is one line,
+    and a GPT-2 tokenizer has tokens such as "\n\n" that end it as surely as "\n" does.
+    """
 
     def __init__(self, tokenizer: Tokenizer):
         self.tokenizer = tokenizer
@@ -37,6 +41,7 @@ class ChessTokenizer:
         self.eos_id: int = eos_id
         self.newline_id: int = newline[0]
         self.pad_id: int = eos_id
+        self.stop_ids: tuple[int, ...] = (eos_id, *newline_only_ids(tokenizer))
 
     @property
     def vocab_size(self) -> int:
@@ -68,6 +73,13 @@ class ChessTokenizer:
     def tiny(cls) -> ChessTokenizer:
         """The shipped tiny chess tokenizer (rookworld/assets/tokenizer/tokenizer.json)."""
         return cls.from_directory(TINY_TOKENIZER_DIR)
+
+
+def newline_only_ids(tokenizer: Tokenizer) -> list[int]:
+    """Ids of the tokens whose decoded text is one or more newlines, ascending."""
+    ids = range(tokenizer.get_vocab_size(with_added_tokens=True))
+    texts = tokenizer.decode_batch([[i] for i in ids], skip_special_tokens=True)
+    return [i for i, text in zip(ids, texts) if text and not text.strip("\n")]
 
 
 def gpt2_style_tokenizer(vocab: Path, merges: Path) -> Tokenizer:

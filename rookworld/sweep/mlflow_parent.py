@@ -29,16 +29,14 @@ from rookworld.tracking import (
     OVERRIDES_TAG,
     ROLE_TAG,
     STUDY_TAG,
-    ParentRef,
     TrackingSettings,
     absolute_path,
     get_or_create_experiment,
     hydra_base_dir,
     open_store,
     overrides_tag,
-    study_name,
-    write_parent_ref,
 )
+from rookworld.sweep.context import ParentRef, study_name, write_parent_ref
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -34,13 +34,14 @@ from rookworld.tracking import (
     MAX_PARAMS_TAGS_PER_BATCH,
     MAX_TAG_LENGTH,
     OUTCOME_TAG,
-    OUTCOMES,
     PARENT_TAG,
     ROLE_TAG,
     STOP_REASON_TAG,
     STUDY_TAG,
     TRIAL_TAG,
 )
+from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, FAILED,
+                                KL_FAILURE, NAN_FAILURE, OUTCOMES, PRUNED, RUNNING, SUCCESS)
 
 if TYPE_CHECKING:
     import optuna
@@ -49,7 +50,6 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from optuna.trial import FrozenTrial
 
-SUCCESS = "success"
 DIRECTIONS = ("maximize", "minimize")
 OBJECTIVE_METRIC = "objective"
 REWARD_METRIC = "reward"
@@ -58,16 +58,16 @@ _NOT_SWEPT_PREFIXES = ("git.",)
 _NOT_SWEPT = ("trial.number", "checkpoint.dir")  # checkpoint.dir: each job's own output dir
 _MAX_PARAM_PLOTS = 12
 OUTCOME_COLORS = {
-    "success": "tab:green",
-    "kl_failure": "tab:orange",
-    "nan_failure": "tab:red",
-    "diverged:kl_growth": "tab:brown",
-    "diverged:entropy": "tab:pink",
-    "diverged:grad_norm": "tab:olive",
-    "diverged:reward": "tab:cyan",
-    "pruned": "tab:gray",
-    "failed": "black",
-    "running": "tab:blue",
+    SUCCESS: "tab:green",
+    KL_FAILURE: "tab:orange",
+    NAN_FAILURE: "tab:red",
+    DIVERGED_KL_GROWTH: "tab:brown",
+    DIVERGED_ENTROPY: "tab:pink",
+    DIVERGED_GRAD_NORM: "tab:olive",
+    DIVERGED_REWARD: "tab:cyan",
+    PRUNED: "tab:gray",
+    FAILED: "black",
+    RUNNING: "tab:blue",
 }
 
 
@@ -141,7 +141,7 @@ def trial_result(run: Run) -> TrialResult:
     return TrialResult(
         run_id=run.info.run_id,
         trial=int(trial) if trial is not None and trial.lstrip("-").isdigit() else None,
-        outcome=tags.get(OUTCOME_TAG, "running"),
+        outcome=tags.get(OUTCOME_TAG, RUNNING),
         stop_reason=tags.get(STOP_REASON_TAG, ""),
         status=run.info.status,
         objective=None if objective is None or math.isnan(objective) else float(objective),
@@ -450,7 +450,7 @@ def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
         trial = trial_result(run).trial
         if trial is not None and (trial not in latest or run.info.start_time > latest[trial].info.start_time):
             latest[trial] = run
-    return {n: run.data.tags.get(OUTCOME_TAG, "running") for n, run in latest.items()}
+    return {n: run.data.tags.get(OUTCOME_TAG, RUNNING) for n, run in latest.items()}
 
 
 def _trial_note(trial: FrozenTrial) -> str:

@@ -52,8 +52,9 @@ from rookworld.tracking import (
     find_experiment,
     hydra_base_dir,
     one_line,
-    read_parent_ref,
 )
+from rookworld.outcomes import FAILED, RUNNING
+from rookworld.sweep.context import read_parent_ref
 
 if TYPE_CHECKING:
     import optuna
@@ -215,10 +216,10 @@ class RookworldOptunaSweeper(OptunaSweeper):
         client, experiment_id = tracking
         for trial in stale:
             query = (f"tags.`{STUDY_TAG}` = '{self.settings.study_name}' and tags.`{TRIAL_TAG}` = '{trial.number}'"
-                     f" and tags.`{OUTCOME_TAG}` = 'running'")
+                     f" and tags.`{OUTCOME_TAG}` = '{RUNNING}'")
             for run in client.search_runs([experiment_id], query):
                 reason = f"sweep stopped while it ran: Optuna trial {trial.number} {trial.reason}"
-                client.set_tag(run.info.run_id, OUTCOME_TAG, "failed")
+                client.set_tag(run.info.run_id, OUTCOME_TAG, FAILED)
                 client.set_tag(run.info.run_id, STOP_REASON_TAG, reason + (" (re-queued)" if trial.retried else ""))
                 client.set_terminated(run.info.run_id, status="KILLED")
 

@@ -1,6 +1,12 @@
-"""The two RookWorld tasks: P: (policy / analysis) and A: (environment / arbiter)."""
+"""The two RookWorld tasks: P: (policy / analysis) and A: (environment / arbiter).
+
+Each task module owns its format, parser, ground truth, reward criteria and held-out evaluation
+(docs/tasks.md); dispatch.py routes a Problem to its task.
+"""
 from rookworld.tasks.problem import Problem
 from rookworld.tasks.policy import (
+    DEFAULT_EVAL_SCALE,
+    POLICY_CRITERIA,
     Candidate,
     PolicyAnswer,
     PolicyTruth,
@@ -10,6 +16,7 @@ from rookworld.tasks.policy import (
     render_policy_completion,
 )
 from rookworld.tasks.arbiter import (
+    ARBITER_CRITERIA,
     ArbiterAnswer,
     ArbiterTruth,
     arbiter_problem,
@@ -20,6 +27,15 @@ from rookworld.tasks.arbiter import (
     parse_arbiter,
     render_arbiter_completion,
 )
+from rookworld.tasks.dispatch import (
+    CRITERIA,
+    EXACT_CRITERIA,
+    parse_completion,
+    perfect_completion,
+    score_answer,
+    score_completion,
+    score_heldout,
+)
 
 __all__ = [
     "Problem",
@@ -28,4 +44,6 @@ __all__ = [
     "ArbiterTruth", "ArbiterAnswer",
     "arbiter_prompt", "arbiter_truth", "arbiter_problem", "arbiter_problem_from_game",
     "history_with_move", "render_arbiter_completion", "parse_arbiter",
+    "POLICY_CRITERIA", "ARBITER_CRITERIA", "CRITERIA", "EXACT_CRITERIA", "DEFAULT_EVAL_SCALE",
+    "parse_completion", "score_answer", "score_completion", "perfect_completion", "score_heldout",
 ]

@@ -1,13 +1,14 @@
 """A: task (environment / arbiter): prompt, ground truth from python-chess, perfect completion, parser.
 
 Document: "A: " + FEN + "+" + move + "+" + recent moves + "+" + next FEN + "+" + reward + "+"
-+ terminated + "+" + truncated (shared/spec/tasks.md). The prompt ends after the third "+".
++ terminated + "+" + truncated (docs/tasks.md). The prompt ends after the third "+".
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import ClassVar
 
 import chess
 
@@ -19,10 +20,14 @@ REWARD_WIN = 1.0
 REWARD_DRAW = 0.5
 REWARD_ILLEGAL = -1.0
 FEN_FIELDS = 6
+TASK_REWARDS = (REWARD_ILLEGAL, REWARD_LEGAL, REWARD_DRAW, REWARD_WIN)
+ARBITER_CRITERIA = ("format", "next_state", "reward", "terminated", "truncated")
+EXACT_CRITERIA = ARBITER_CRITERIA[1:]  # ExactReward: 1.0 iff all of these are 1.0
 
 
 @dataclass(frozen=True)
 class ArbiterTruth:
+    task: ClassVar[str] = "A"
     fen: str
     move: str
     history: tuple[str, ...]  # last <= 10 UCI moves, oldest first, ending with `move`
@@ -135,3 +140,22 @@ def _parse_finite(text: str) -> float | None:
 
 def _parse_flag(text: str) -> int | None:
     return {"0": 0, "1": 1}.get(text)
+
+
+# ---- reward criteria (docs/rewards.md) --------------------------------------------------------
+
+def arbiter_scores(truth: ArbiterTruth, answer: ArbiterAnswer) -> dict[str, float]:
+    return {
+        "format": float(_arbiter_well_formed(answer)),
+        "next_state": float(answer.next_fen == truth.next_fen),
+        "reward": float(answer.reward == truth.reward),
+        "terminated": float(answer.terminated == int(truth.terminated)),
+        "truncated": float(answer.truncated == int(truth.truncated)),
+    }
+
+
+def _arbiter_well_formed(answer: ArbiterAnswer) -> bool:
+    return (answer.reward in TASK_REWARDS
+            and answer.terminated is not None
+            and answer.truncated is not None
+            and is_fen(answer.next_fen))

@@ -1,14 +1,19 @@
 """P: task (policy / analysis): prompt, ground truth, perfect completion, parser.
 
 Document: "P: " + FEN.ljust(90) + "M: " + moves.ljust(30) + "E: " + evals.ljust(40) + "B: " + best
-(shared/spec/tasks.md). The prompt is "P: " + FEN; the completion is the rest of the document,
+(docs/tasks.md). The prompt is "P: " + FEN; the completion is the rest of the document,
 starting with the padding spaces, without the trailing newline (the loop appends the stop token).
 """
 from __future__ import annotations
 
 import math
 import random
+import re
 from dataclasses import dataclass
+from functools import lru_cache
+from typing import ClassVar
+
+import chess
 
 from rookworld.tasks.problem import Problem
 
@@ -16,6 +21,11 @@ FEN_WIDTH = 90
 MOVES_WIDTH = 30
 EVALS_WIDTH = 40
 MAX_CANDIDATES = 5
+POLICY_CRITERIA = ("format", "legal_best", "best_move", "top5", "eval_accuracy")
+EXACT_CRITERIA = ("legal_best", "best_move")  # ExactReward: 1.0 iff all of these are 1.0
+DEFAULT_EVAL_SCALE = 1.0
+UCI_PATTERN = re.compile(r"[a-h][1-8][a-h][1-8][qrbn]?")
+EVAL_CLIP_PAWNS = 10.0
 
 
 @dataclass(frozen=True)
@@ -27,6 +37,7 @@ class Candidate:
 @dataclass(frozen=True)
 class PolicyTruth:
     """Engine analysis of one position: candidates ranked best first for the side to move."""
+    task: ClassVar[str] = "P"
     fen: str
     candidates: tuple[Candidate, ...]
 
@@ -38,6 +49,13 @@ class PolicyTruth:
     @property
     def best_move(self) -> str:
         return self.candidates[0].move
+
+    @property
+    def best_moves(self) -> frozenset[str]:
+        """Every candidate whose eval, as written (2 decimals), ties the rank-1 eval: each is credited
+        as the best move (the engine's order among equal evals is arbitrary)."""
+        top = round(self.candidates[0].eval, 2)
+        return frozenset(c.move for c in self.candidates[:MAX_CANDIDATES] if round(c.eval, 2) == top)
 
 
 @dataclass(frozen=True)
@@ -110,3 +128,72 @@ def _parse_evals(evals_text: str) -> list[float]:
             return []
         values.append(value)
     return values
+
+
+# ---- reward criteria (docs/rewards.md) --------------------------------------------------------
+
+def policy_scores(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float = DEFAULT_EVAL_SCALE) -> dict[str, float]:
+    best = answer.best_move
+    return {
+        "format": float(_policy_well_formed(answer)),
+        "legal_best": float(best is not None and best in _legal_moves(truth.fen)),
+        "best_move": float(best in truth.best_moves),
+        "top5": _top5_overlap(truth, answer),
+        "eval_accuracy": _eval_accuracy(truth, answer, eval_scale),
+    }
+
+
+def _policy_well_formed(answer: PolicyAnswer) -> bool:
+    return (1 <= len(answer.moves) <= MAX_CANDIDATES
+            and all(UCI_PATTERN.fullmatch(move) for move in answer.moves)
+            and len(answer.evals) == len(answer.moves)
+            and answer.best_move is not None
+            and UCI_PATTERN.fullmatch(answer.best_move) is not None)
+
+
+@lru_cache(maxsize=8192)
+def _legal_moves(fen: str) -> frozenset[str]:
+    return frozenset(move.uci() for move in chess.Board(fen).legal_moves)
+
+
+def _engine_top(truth: PolicyTruth) -> dict[str, float]:
+    # Rounded like the written evals, so an exact copy of the truth scores full accuracy.
+    return {c.move: round(c.eval, 2) for c in truth.candidates[:MAX_CANDIDATES]}
+
+
+def _top5_overlap(truth: PolicyTruth, answer: PolicyAnswer) -> float:
+    """Engine candidates found / max(engine candidates, proposed moves): every proposed move that is
+    not a new engine candidate (a duplicate, an illegal or a weaker move) costs, as does a list longer
+    than the engine's (which is shorter than 5 only when fewer moves are legal)."""
+    engine = _engine_top(truth)
+    proposed = answer.moves[:MAX_CANDIDATES]
+    return len(set(proposed) & engine.keys()) / max(len(engine), len(proposed))
+
+
+def _eval_accuracy(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float) -> float:
+    """Mean over the proposed moves of their eval accuracy; a move that is not a new engine candidate
+    (a duplicate, an illegal or a weaker move) scores 0, so made-up evals never pay."""
+    if not answer.evals or len(answer.evals) != len(answer.moves):
+        return 0.0
+    engine = _engine_top(truth)
+    accuracy: dict[str, float] = {}
+    proposed = list(zip(answer.moves[:MAX_CANDIDATES], answer.evals[:MAX_CANDIDATES]))
+    for move, value in proposed:
+        if move in engine and move not in accuracy:
+            accuracy[move] = max(0.0, 1.0 - abs(value - engine[move]) / eval_scale)
+    return math.fsum(accuracy.values()) / len(proposed)
+
+
+# ---- held-out evaluation -----------------------------------------------------------------------
+
+def eval_mae(truth: PolicyTruth, answer: PolicyAnswer | None) -> float | None:
+    """Mean |E - engine eval| (clipped) over the parsed answer's moves among the engine's candidates."""
+    if answer is None or len(answer.evals) != len(answer.moves):
+        return None
+    engine = {c.move: c.eval for c in truth.candidates}
+    errors = [abs(_clip(e) - _clip(engine[m])) for m, e in zip(answer.moves, answer.evals) if m in engine]
+    return sum(errors) / len(errors) if errors else None
+
+
+def _clip(pawns: float) -> float:
+    return max(-EVAL_CLIP_PAWNS, min(EVAL_CLIP_PAWNS, pawns))

@@ -19,15 +19,11 @@ class Problem:
     truth: PolicyTruth | ArbiterTruth
 
     def __post_init__(self) -> None:
-        # Imported here because policy.py and arbiter.py import Problem.
-        from rookworld.tasks.arbiter import ArbiterTruth
-        from rookworld.tasks.policy import PolicyTruth
-
         if self.task not in TASKS:
             raise ValueError(f"Problem.task={self.task!r}: expected 'P' or 'A'")
-        expected = PolicyTruth if self.task == "P" else ArbiterTruth
-        if not isinstance(self.truth, expected):
-            raise ValueError(f"Problem.task={self.task!r} needs a {expected.__name__}, "
+        # Each truth class names its task (a class attribute), so this module imports neither task.
+        if getattr(self.truth, "task", None) != self.task:
+            raise ValueError(f"Problem.task={self.task!r} needs a {self.task}: truth, "
                              f"got {type(self.truth).__name__}")
         if not self.prompt_text.startswith(f"{self.task}: "):
             raise ValueError(f"Problem.prompt_text must start with '{self.task}: ', got {self.prompt_text[:20]!r}")

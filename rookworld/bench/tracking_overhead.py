@@ -1,4 +1,4 @@
-"""`python -m rookworld.tracking_bench`: what MLflow tracking costs a training step.
+"""`python -m rookworld.bench.tracking_overhead`: what MLflow tracking costs a training step.
 
 Logs a realistic metric dict (30 TRL-style metrics) per step through the Tracker into a sqlite
 store (a temporary one unless --uri) and prints:
@@ -128,7 +128,7 @@ def report(result: BenchResult, sync_ms: list[float], steps: int, step_ms: float
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="python -m rookworld.tracking_bench", description=__doc__,
+    parser = argparse.ArgumentParser(prog="python -m rookworld.bench.tracking_overhead", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--steps", type=int, default=None,
                         help="steps to log (default 1000, or 50 with --step-ms)")

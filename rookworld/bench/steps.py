@@ -1,4 +1,4 @@
-"""`python -m rookworld.bench [overrides]`: time real GRPO steps on the current device.
+"""Timing of real GRPO steps on the current device (the library of `python -m rookworld.bench`).
 
 Composes conf/bench.yaml (the training config at the benchmark's shapes plus `bench.*` knobs),
 builds a Trainer like `rookworld.train` does, runs `bench.warmup` untimed steps, then times
@@ -27,23 +27,22 @@ import copy
 import gc
 import json
 import statistics
-import sys
 import time
 from pathlib import Path
 
-import hydra
 import torch
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.bench_checks import self_check
-from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate_bench
-from rookworld.model.fast_sampling import PlainDecoder
+from rookworld.bench.checks import self_check
+from rookworld.bench.models import fresh_policy, load_bench_model
+from rookworld.components import make_reference, make_sampler
+from rookworld.config import build, resolve_device, validate_bench
+from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.gpt2 import GPT, GPTConfig
-from rookworld.model.hub import ModelLoadError
+from rookworld.model.sampling import PlainDecoder
 from rookworld.model.tokenizer import ChessTokenizer
 from rookworld.tracking import NullTracker
-from rookworld.train import load_policy, make_reference, make_sampler
 from rookworld.trainer import Trainer
 
 PHASES = ("generation", "scoring", "logprobs", "update")
@@ -51,52 +50,20 @@ GIB = 2 ** 30
 
 
 # ---------------------------------------------------------------- building
-def load_bench_model(cfg: DictConfig, device: torch.device) -> tuple[GPT, ChessTokenizer, str]:
-    """The configured model, or a random one of bench.random_model's shape (see the module doc)."""
-    mode = str(cfg.bench.random_weights).lower()
-    if mode != "true":
-        try:
-            policy, tokenizer = load_policy(cfg.model, device)
-            return policy, tokenizer, f"{cfg.model.source or cfg.model.path or 'tiny'} (loaded)"
-        except ModelLoadError as error:
-            if mode == "false":
-                raise
-            print(f"bench: {error}\nbench: using random weights instead", file=sys.stderr)
-    shape = GPTConfig(**cfg.bench.random_model)
-    policy = GPT(shape)
-    policy.init_weights(torch.Generator().manual_seed(cfg.seed))
-    description = (f"random GPT-2 {shape.n_layer}x{shape.n_embd}, vocab {shape.vocab_size} "
-                   f"({sum(p.numel() for p in policy.parameters()) / 1e6:.1f}M params), tiny tokenizer")
-    return policy.to(device).eval(), ChessTokenizer.tiny(), description
-
-
-def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
-    """A new model holding `state` (kept on the CPU so that it adds nothing to GPU memory)."""
-    with torch.device("meta"):
-        model = GPT(config)
-    model.load_state_dict({k: v.to(device, copy=True) for k, v in state.items()}, assign=True)
-    return model.eval()
-
-
 def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
-    """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`."""
+    """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`, with the
+    chosen decoder (bench.full_length: stops ignored) and a device sync per phase (exact phase times)."""
     device = policy.wte.weight.device
-    trainer = Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
-                      reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker())
     full = bool(cfg.bench.full_length)
-    if decoder == "plain" or trainer.decoder is None:
-        trainer.decoder = PlainDecoder(policy, ignore_stops=full)
-    else:
-        trainer.decoder.ignore_stops = full
-    trainer.sync_phases = True
-    return trainer
+    chosen = make_decoder(policy, ignore_stops=full) if decoder == "fast" else PlainDecoder(policy, ignore_stops=full)
+    return Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
+                   reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker(),
+                   decoder=chosen, sync_phases=True)
 
 
 def release(trainer: Trainer) -> None:
     """Free the trainer's GPU memory now (the next trainer's numbers start clean)."""
-    trainer.decoder.close()
-    trainer.policy.zero_grad(set_to_none=True)
-    trainer.policy = trainer.reference = trainer.optimizer = trainer.decoder = None
+    trainer.close()
     gc.collect()
     if torch.cuda.is_available():
         torch.cuda.synchronize()
@@ -263,7 +230,7 @@ def run(cfg: DictConfig) -> dict:
     if b.trials:
         results["trials"] = run_trials(cfg, config, initial, tokenizer, device)
     if str(b.trl).lower() != "false":
-        from rookworld.bench_trl import run_trl
+        from rookworld.bench.trl_compare import run_trl  # imports trl when installed
         results["trl"] = run_trl(cfg, results)
     return results
 
@@ -274,18 +241,3 @@ def shapes(cfg: DictConfig) -> str:
             f"{'full length (stops ignored)' if cfg.bench.full_length else 'stops on'}, "
             f"micro_batch_size {cfg.grpo.micro_batch_size or 'all'}"
             f"{' + activation checkpointing' if cfg.grpo.activation_checkpointing else ''}, kl {cfg.kl.kind}")
-
-
-@hydra.main(config_path="../conf", config_name="bench", execution_whitelist=PROJECT_TARGETS)
-def main(cfg: DictConfig) -> None:
-    try:
-        results = run(cfg)
-    except (ConfigError, ModelLoadError, FileNotFoundError) as error:
-        print(f"rookworld.bench: error: {error}", file=sys.stderr)
-        sys.exit(2)
-    print(format_report(results))
-    print("results: " + ", ".join(str(p.resolve()) for p in write_results(results, cfg.bench.output)))
-
-
-if __name__ == "__main__":
-    main()

@@ -25,7 +25,7 @@ GIB = 2 ** 30
 def run_trl(cfg: DictConfig, results: dict) -> dict:
     if importlib.util.find_spec("trl") is None:
         return {"status": "not run: trl is not installed"}
-    from rookworld.train import make_sampler
+    from rookworld.components import make_sampler
     try:
         return time_trl(cfg, make_sampler(cfg), results)
     except Exception as error:  # TRL's API moves quickly; a failure is reported next to our numbers
@@ -63,7 +63,7 @@ def hf_model(cfg: DictConfig, directory: str):
     """The benchmark's model and tokenizer as transformers objects (through the hub format)."""
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
-    from rookworld.bench import load_bench_model
+    from rookworld.bench.models import load_bench_model
     from rookworld.model.hub import save_pretrained
 
     policy, tokenizer, _ = load_bench_model(cfg, torch.device("cpu"))

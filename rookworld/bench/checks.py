@@ -32,7 +32,7 @@ def self_check(trainer) -> dict:
     rows = trainer.sample_rows()
     request = dict(prompts=[prompt_ids(tokenizer, p) for p in rows],
                    max_new_tokens=[min(CHECK_TOKENS, int(cfg.sampling.max_new_tokens[p.task])) for p in rows],
-                   stop_ids=(tokenizer.eos_id, tokenizer.newline_id), pad_id=tokenizer.pad_id)
+                   stop_ids=tokenizer.stop_ids, pad_id=tokenizer.pad_id)
     device = trainer.device
     results: dict = {}
     with full_fp32():

@@ -1,0 +1,40 @@
+"""The benchmarked model: the configured one, or a random one of bench.random_model's shape; fresh
+copies of it for each trainer."""
+from __future__ import annotations
+
+import sys
+
+import torch
+from omegaconf import DictConfig
+
+from rookworld.components import load_policy
+from rookworld.model.gpt2 import GPT, GPTConfig
+from rookworld.model.hub import ModelLoadError
+from rookworld.model.tokenizer import ChessTokenizer
+
+
+def load_bench_model(cfg: DictConfig, device: torch.device) -> tuple[GPT, ChessTokenizer, str]:
+    """The configured model, or a random one of bench.random_model's shape (see the module doc)."""
+    mode = str(cfg.bench.random_weights).lower()
+    if mode != "true":
+        try:
+            policy, tokenizer = load_policy(cfg.model, device)
+            return policy, tokenizer, f"{cfg.model.source or cfg.model.path or 'tiny'} (loaded)"
+        except ModelLoadError as error:
+            if mode == "false":
+                raise
+            print(f"bench: {error}\nbench: using random weights instead", file=sys.stderr)
+    shape = GPTConfig(**cfg.bench.random_model)
+    policy = GPT(shape)
+    policy.init_weights(torch.Generator().manual_seed(cfg.seed))
+    description = (f"random GPT-2 {shape.n_layer}x{shape.n_embd}, vocab {shape.vocab_size} "
+                   f"({sum(p.numel() for p in policy.parameters()) / 1e6:.1f}M params), tiny tokenizer")
+    return policy.to(device).eval(), ChessTokenizer.tiny(), description
+
+
+def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
+    """A new model holding `state` (kept on the CPU so that it adds nothing to GPU memory)."""
+    with torch.device("meta"):
+        model = GPT(config)
+    model.load_state_dict({k: v.to(device, copy=True) for k, v in state.items()}, assign=True)
+    return model.eval()

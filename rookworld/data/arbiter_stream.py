@@ -1,0 +1,116 @@
+"""The A: training stream: endless, seeded A: problems from the training positions, in configured
+case shares (conf/data/bundled.yaml `arbiter_cases`; the default is the held-out A: set's mix).
+
+stream[i] is a pure function of (positions, shares, seed, i), so a resumed run continues exactly and
+two runs with one seed see the same problems. Cases every position offers (normal, illegal of each
+kind, seventyfive_moves) are drawn on the fly from a random training position. Rare cases
+(castling, en passant, promotion, checkmate, stalemate, insufficient material) come from pools
+collected once per process: seeded random walks (move_cases.biased_random_move) that start at
+training positions, until each pool holds `pool_size` distinct moves or `pool_walks` walks are spent.
+A "missing_promotion" illegal move is a pooled promotion written without its piece (e7e8).
+"""
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Mapping, Sequence
+from functools import lru_cache
+
+import chess
+
+from rookworld.data.move_cases import (CASES, ILLEGAL_KINDS, RARE_CASES, biased_random_move, illegal_moves,
+                                       legal_move_case, rare_moves, recent_history, with_seventyfive_clock)
+from rookworld.tasks.arbiter import MAX_HISTORY, arbiter_problem, arbiter_truth, history_with_move
+from rookworld.tasks.problem import Problem
+
+WALK_PLIES = 40          # the longest random walk from a training position
+MAX_DRAW_ATTEMPTS = 2000  # positions tried for an on-the-fly case (the rarest, a pinned piece, is in ~4%)
+
+Position = tuple[str, tuple[str, ...]]  # (FEN, the moves that led to it, oldest first)
+Transition = tuple[str, tuple[str, ...], str]  # (FEN, history before the move, UCI move)
+
+
+def check_case_shares(shares: Mapping[str, float]) -> dict[str, float]:
+    """The positive shares, keyed by case; a one-line ValueError for an unknown case, a bad value or
+    shares that do not sum to 1."""
+    unknown = sorted(set(shares) - set(CASES))
+    if unknown:
+        raise ValueError(f"data.arbiter_cases has unknown cases {unknown}; expected {list(CASES)}")
+    clean = {case: shares.get(case, 0.0) for case in CASES}
+    for case, share in clean.items():
+        if not isinstance(share, (int, float)) or not math.isfinite(share) or share < 0:
+            raise ValueError(f"data.arbiter_cases.{case}={share!r}: must be a finite number >= 0")
+    total = math.fsum(clean.values())
+    if abs(total - 1.0) > 1e-6:
+        raise ValueError(f"data.arbiter_cases: the shares must sum to 1, got {total:g}")
+    return {case: float(share) for case, share in clean.items() if share > 0}
+
+
+class ArbiterStream:
+    """An endless, seeded sequence of A: training problems: stream[i]."""
+
+    def __init__(self, positions: Sequence[Position], shares: Mapping[str, float], seed: int,
+                 pool_size: int, pool_walks: int) -> None:
+        if not positions:
+            raise ValueError("A: training needs at least one training position")
+        self.positions = tuple(positions)
+        self.shares = check_case_shares(shares)
+        self.seed = int(seed)
+        pooled = tuple(case for case in RARE_CASES if case in self.shares
+                       or (case == "promotion" and "illegal" in self.shares))
+        self.pools = collect_pools(self.positions, pooled, self.seed, pool_size, pool_walks)
+        empty = [case for case in pooled if not self.pools[case]]
+        if empty:
+            raise ValueError(f"data.arbiter_cases asks for {empty}, but {pool_walks} random walks from the "
+                             "training positions found no such move: raise data.arbiter_pool_walks")
+
+    def __getitem__(self, index: int) -> Problem:
+        rng = random.Random(f"{self.seed}:A:{index}")
+        case = rng.choices(list(self.shares), weights=list(self.shares.values()))[0]
+        fen, history, move = rng.choice(self.pools[case]) if case in self.pools else self._on_the_fly(case, rng)
+        return arbiter_problem(arbiter_truth(fen, move, history_with_move(history, move)))
+
+    def _on_the_fly(self, case: str, rng: random.Random) -> Transition:
+        kind = rng.choice(ILLEGAL_KINDS) if case == "illegal" else None
+        if kind == "missing_promotion":
+            fen, history, move = rng.choice(self.pools["promotion"])
+            return fen, history, move[:4]
+        for _ in range(MAX_DRAW_ATTEMPTS):
+            fen, history = rng.choice(self.positions)
+            board = with_seventyfive_clock(chess.Board(fen)) if case == "seventyfive_moves" else chess.Board(fen)
+            if case == "illegal":
+                moves = [move for move, found in illegal_moves(board, rng) if found == kind]
+            else:
+                moves = [move for move in board.legal_moves if legal_move_case(board, move) == case]
+            if moves:
+                return board.fen(), history, rng.choice(moves).uci()
+        raise RuntimeError(f"no {kind or case} move in {MAX_DRAW_ATTEMPTS} random training positions")
+
+
+@lru_cache(maxsize=4)
+def collect_pools(positions: tuple[Position, ...], cases: tuple[str, ...], seed: int, pool_size: int,
+                  pool_walks: int) -> dict[str, list[Transition]]:
+    """Up to `pool_size` distinct moves per rare case, from seeded random walks of at most
+    WALK_PLIES plies that start at training positions (the start included)."""
+    pools: dict[str, dict[tuple[str, str], Transition]] = {case: {} for case in cases}
+
+    def add(board: chess.Board, history: tuple[str, ...]) -> None:
+        for case, move in rare_moves(board):
+            pool = pools.get(case)
+            if pool is not None and len(pool) < pool_size:
+                fen = board.fen()
+                pool.setdefault((fen, move.uci()), (fen, history, move.uci()))
+
+    rng = random.Random(f"{seed}:A:walks")
+    for _ in range(pool_walks):
+        if all(len(pool) >= pool_size for pool in pools.values()):
+            break
+        fen, history = rng.choice(positions)
+        board = chess.Board(fen)
+        add(board, history)
+        for _ in range(rng.randint(1, WALK_PLIES)):
+            if board.is_game_over():
+                break
+            board.push(biased_random_move(board, rng))
+            add(board, (*history, *recent_history(board))[-MAX_HISTORY:])
+    return {case: sorted(pool.values()) for case, pool in pools.items()}

@@ -1,0 +1,78 @@
+"""JSONL records: plain or gzipped files read and written line by line; a bad line raises one
+ValueError naming path:line. Also the split names and the position key that deduplicates positions."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import json
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Iterable, Iterator
+
+SPLITS = ("train", "heldout")
+
+
+def open_text(path: str | Path, mode: str = "rt") -> IO[str]:
+    """Open plain or .gz text files alike."""
+    path = Path(path)
+    if path.suffix == ".gz":
+        return gzip.open(path, mode, encoding="utf-8")  # type: ignore[return-value]
+    return open(path, mode, encoding="utf-8")
+
+
+def iter_jsonl(path: str | Path) -> Iterator[tuple[int, dict]]:
+    """(line number, object) of each non-blank line; a line that is not a JSON object raises
+    ValueError naming path:line."""
+    with open_text(path) as f:
+        for line_no, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            with at_line(path, line_no):
+                record = json.loads(line)
+                if not isinstance(record, dict):
+                    raise TypeError(f"expected a JSON object, got {line.strip()[:80]!r}")
+            yield line_no, record
+
+
+def read_jsonl(path: str | Path) -> list[dict]:
+    return [record for _, record in iter_jsonl(path)]
+
+
+@contextmanager
+def at_line(path: str | Path, line_no: int) -> Iterator[None]:
+    """Re-raise a bad record's KeyError / TypeError / ValueError as one ValueError naming path:line."""
+    try:
+        yield
+    except KeyError as exc:
+        raise ValueError(f"{path}:{line_no}: missing key {exc.args[0]!r}") from exc
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}:{line_no}: not valid JSON ({exc.msg}, column {exc.colno})") from exc
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}:{line_no}: {exc}") from exc
+
+
+def write_jsonl(path: str | Path, rows: Iterable[dict]) -> int:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    if Path(path).suffix == ".gz":
+        # mtime=0 keeps the gzip bytes reproducible for the same records
+        raw = gzip.GzipFile(path, "wb", mtime=0)
+        f: IO[str] = io.TextIOWrapper(raw, encoding="utf-8")
+    else:
+        f = open(path, "w", encoding="utf-8")
+    with f:
+        for row in rows:
+            f.write(json.dumps(row, separators=(",", ":")) + "\n")
+            n += 1
+    return n
+
+
+def position_key(fen: str) -> str:
+    """Placement, side to move, castling, en passant: clocks do not make a new position."""
+    return " ".join(fen.split()[:4])
+
+
+def check_split(split: str) -> None:
+    if split not in SPLITS:
+        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")

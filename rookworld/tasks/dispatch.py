@@ -1,0 +1,54 @@
+"""A Problem routed to its task: parser, reward criteria, perfect completion, held-out scores.
+
+The only place that dispatches on `problem.task`; each task's own logic lives in policy.py / arbiter.py.
+"""
+from __future__ import annotations
+
+from rookworld.tasks.arbiter import (ARBITER_CRITERIA, ArbiterAnswer, arbiter_scores, parse_arbiter,
+                                     render_arbiter_completion)
+from rookworld.tasks.arbiter import EXACT_CRITERIA as ARBITER_EXACT
+from rookworld.tasks.policy import (DEFAULT_EVAL_SCALE, POLICY_CRITERIA, PolicyAnswer, eval_mae, parse_policy,
+                                    policy_scores, render_policy_completion)
+from rookworld.tasks.policy import EXACT_CRITERIA as POLICY_EXACT
+from rookworld.tasks.problem import Problem
+
+CRITERIA = {"P": POLICY_CRITERIA, "A": ARBITER_CRITERIA}
+EXACT_CRITERIA = {"P": POLICY_EXACT, "A": ARBITER_EXACT}
+
+
+def parse_completion(problem: Problem, completion: str) -> PolicyAnswer | ArbiterAnswer | None:
+    """The completion parsed by its task's parser, or None when it does not parse."""
+    return parse_policy(completion) if problem.task == "P" else parse_arbiter(completion)
+
+
+def score_answer(problem: Problem, answer: PolicyAnswer | ArbiterAnswer | None,
+                 eval_scale: float = DEFAULT_EVAL_SCALE) -> dict[str, float] | None:
+    """Unprefixed criteria of a parsed completion, or None when it did not parse."""
+    if answer is None:
+        return None
+    if problem.task == "P":
+        return policy_scores(problem.truth, answer, eval_scale)
+    return arbiter_scores(problem.truth, answer)
+
+
+def score_completion(problem: Problem, completion: str,
+                     eval_scale: float = DEFAULT_EVAL_SCALE) -> dict[str, float] | None:
+    """Unprefixed criteria of one completion, or None when it does not parse."""
+    return score_answer(problem, parse_completion(problem, completion), eval_scale)
+
+
+def perfect_completion(problem: Problem) -> str:
+    if problem.task == "P":
+        return render_policy_completion(problem.truth)
+    return render_arbiter_completion(problem.truth)
+
+
+def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
+    """The reward criteria of one completion (rookworld.rewards), plus the eval MAE for P:."""
+    answer = parse_completion(problem, completion)
+    scores = score_answer(problem, answer) or dict.fromkeys(CRITERIA[problem.task], 0.0)
+    if problem.task == "P":
+        mae = eval_mae(problem.truth, answer)
+        if mae is not None:
+            scores["eval_mae"] = mae
+    return scores

@@ -1,0 +1,204 @@
+"""The folder layout is the architecture (docs/architecture.md); these checks keep it so.
+
+- No import cycle among rookworld modules. Every import counts, module-level or inside a function
+  (a function-level import only hides a cycle); imports under `if TYPE_CHECKING:` do not run.
+- The library never imports an entry point (a module run with `python -m`) or a measurement tool
+  (rookworld.bench), and no entry point imports another entry point: entry points share setup
+  through library modules.
+- The repository stands alone: code, configs, docs and tests never point at a path outside it,
+  at an issue number or at an outside seed run.
+"""
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PACKAGE = REPO / "rookworld"
+TOOLS = "rookworld.bench"  # measurement tools: may import the library, never the other way round
+# Library modules that also run as a script for a narrow job; importing them is fine.
+RUNNABLE_LIBRARY = {
+    "rookworld.model.tokenizer": "rebuilds the bundled tiny tokenizer",
+}
+SCANNED = ("rookworld", "conf", "sweeps", "docs", "tests", "README.md")
+TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".txt", ".sh", ".toml", ".cfg", ".json"}
+# Built from pieces so that this file does not match its own patterns.
+OUTSIDE_REFERENCES = {
+    "a shared folder outside the repository": re.compile(r"\bshared[/]"),
+    "an issue number": re.compile(r"\bissue[s]? #?\d+", re.IGNORECASE),
+    "an outside seed run": re.compile(r"\bseed[s]? 0\d\d\b", re.IGNORECASE),
+    "a path on the development machine": re.compile(r"(?<![\w.])/work[/]"),
+}
+PARENT_PATH = re.compile(r"(?:\.\.[/])+[\w./-]*")
+
+
+# ---------------------------------------------------------------- the import graph
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
+    return {module_name(path): path for path in sorted(root.rglob("*.py"))}
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(child) for stmt in node.body for child in ast.walk(stmt))
+    return skipped
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The rookworld modules `name` imports anywhere in its source (`from a.b import c` counts as
+    a.b.c when that is a module, else as a.b)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_nodes(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")[: len(package.split(".")) - node.level + 1]
+                base = ".".join(anchor + ([base] if base else []))
+            found.add(base)
+            found.update(f"{base}.{alias.name}" for alias in node.names)
+    return {m for m in found if m in modules and m != name}
+
+
+def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
+    return {name: imported_modules(name, path, modules) for name, path in modules.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import cycle as [a, b, ..., a], or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for target in sorted(graph[node]):
+            if state.get(target) == 1:
+                return path[path.index(target):] + [target]
+            if target not in state:
+                cycle = visit(target)
+                if cycle:
+                    return cycle
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            cycle = visit(start)
+            if cycle:
+                return cycle
+    return None
+
+
+def entry_points(modules: dict[str, Path]) -> set[str]:
+    """Modules run with `python -m` (a __main__ guard or a __main__.py), bar RUNNABLE_LIBRARY."""
+    found = set()
+    for name, path in modules.items():
+        if path.name == "__main__.py" or re.search(r"if __name__ == ['\"]__main__['\"]", path.read_text()):
+            found.add(name)
+    return found - RUNNABLE_LIBRARY.keys()
+
+
+def is_tool(name: str) -> bool:
+    return name == TOOLS or name.startswith(TOOLS + ".")
+
+
+def layering_violations(graph: dict[str, set[str]], entries: set[str]) -> list[str]:
+    problems = []
+    for name, targets in sorted(graph.items()):
+        for target in sorted(targets):
+            if name in entries and target in entries:
+                problems.append(f"entry point {name} imports entry point {target}: move the shared code "
+                                "into a library module")
+            elif name not in entries and not is_tool(name) and (target in entries or is_tool(target)):
+                kind = "entry point" if target in entries else "tool"
+                problems.append(f"library module {name} imports {kind} {target}")
+    return problems
+
+
+# ---------------------------------------------------------------- references outside the repository
+
+def scanned_files() -> list[Path]:
+    files = []
+    for entry in SCANNED:
+        path = REPO / entry
+        candidates = [path] if path.is_file() else sorted(path.rglob("*"))
+        files += [p for p in candidates if p.is_file() and p.suffix in TEXT_SUFFIXES and "__pycache__" not in p.parts]
+    return files
+
+
+def outside_references(path: Path) -> list[str]:
+    problems = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        where = f"{path.relative_to(REPO)}:{number}"
+        for what, pattern in OUTSIDE_REFERENCES.items():
+            if pattern.search(line):
+                problems.append(f"{where}: {what}: {line.strip()[:100]}")
+        for match in PARENT_PATH.finditer(line):
+            target = (path.parent / match.group(0)).resolve()
+            if not target.is_relative_to(REPO):
+                problems.append(f"{where}: a path outside the repository: {match.group(0)}")
+    return problems
+
+
+# ---------------------------------------------------------------- the checks
+
+def test_no_import_cycles():
+    cycle = find_cycle(import_graph(package_modules()))
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_the_library_imports_no_entry_point_or_tool():
+    modules = package_modules()
+    problems = layering_violations(import_graph(modules), entry_points(modules))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_user_commands_are_entry_points():
+    entries = entry_points(package_modules())
+    for command in ("rookworld.train", "rookworld.sft", "rookworld.bench.__main__", "rookworld.data.annotate",
+                    "rookworld.sweep.summarise"):
+        assert command in entries
+
+
+def test_no_reference_outside_the_repository():
+    problems = [problem for path in scanned_files() for problem in outside_references(path)]
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.parametrize("source, expected", [
+    ("import rookworld.b\n", {"rookworld.b"}),
+    ("def f():\n    from rookworld import b\n", {"rookworld", "rookworld.b"}),
+    ("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import rookworld.b\n", set()),
+])
+def test_imports_count_at_module_and_function_level(tmp_path, source, expected):
+    path = tmp_path / "a.py"
+    path.write_text(source)
+    modules = {"rookworld": tmp_path / "__init__.py", "rookworld.a": path, "rookworld.b": tmp_path / "b.py"}
+    assert imported_modules("rookworld.a", path, modules) == expected
+
+
+def test_the_checks_see_a_cycle_and_a_layering_violation():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    graph = {"rookworld.rollout": {"rookworld.train"}, "rookworld.train": set(), "rookworld.sft": {"rookworld.train"}}
+    problems = layering_violations(graph, {"rookworld.train", "rookworld.sft"})
+    assert len(problems) == 2
