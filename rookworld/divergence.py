@@ -30,8 +30,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, KL_FAILURE,
-                                NAN_FAILURE)
+from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD,
+                                KL_FAILURE, NAN_FAILURE)
 
 WATCHED_METRICS = ("kl", "entropy", "reward")  # a non-finite value of any of these makes the step non-finite
 

@@ -123,12 +123,14 @@ def test_guard_knobs_are_validated_in_one_line(tmp_path, override):
 
 
 def test_a_real_run_is_stopped_by_kl_growth_before_kl_max(tmp_path, capsys):
-    """rookworld_tiny at lr 1e-3: KL 0, 0.50, 2.17, 2.23 in four steps, stopped there; kl.max = 5 is never reached."""
+    """rookworld_tiny at lr 1e-3: KL 0, 0.31, 5.6 in three steps (a 2-step window's mean grows from 0 to
+    2.95, above 0.1 x kl.max), stopped there; kl.max = 20 is never reached."""
     result = run(tiny_config(tmp_path, "task_mix=env_only", "steps=6", "optimizer.lr=1e-3",
-                             "optimizer.warmup_steps=0", "kl.max=5.0"))
+                             "optimizer.warmup_steps=0", "kl.max=20.0", "guards.kl_growth.window=2",
+                             "guards.kl_growth.min_fraction=0.1"))
     out = capsys.readouterr().out
     assert result.outcome == DIVERGED_KL_GROWTH and result.steps < 6, out
     assert result.objective == -1.0  # objective.failure_penalty
     kls = [float(line.split("kl ")[1].split()[0]) for line in out.splitlines() if line.startswith("step ")]
-    assert len(kls) == result.steps and max(kls) < 5.0
+    assert len(kls) == result.steps and max(kls) < 20.0
     assert f"outcome: {DIVERGED_KL_GROWTH}" in out

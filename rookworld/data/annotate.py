@@ -39,7 +39,7 @@ import chess.pgn
 
 from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
                                        with_seventyfive_clock)
-from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, write_jsonl
+from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, read_jsonl, write_jsonl
 from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
 from rookworld.tasks.arbiter import MAX_HISTORY
 

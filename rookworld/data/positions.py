@@ -26,7 +26,6 @@ from rookworld.data.arbiter_stream import ArbiterStream
 from rookworld.data.records import at_line, check_split, iter_jsonl
 from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
-    ArbiterTruth,
     Candidate,
     PolicyTruth,
     Problem,

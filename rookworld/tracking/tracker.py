@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.outcomes import DIVERGED_OUTCOMES, FAILED, KL_FAILURE, NAN_FAILURE, OUTCOMES, PRUNED, RUNNING, SUCCESS
+from rookworld.outcomes import FAILED, FAILURE_OUTCOMES, OUTCOMES, PRUNED, RUNNING, SUCCESS
 from rookworld.tracking.params import (MAX_PARAMS_TAGS_PER_BATCH, flatten_config, git_state, one_line,
                                        sanitize_key, table_columns, truncate_params)
 from rookworld.tracking.settings import TrackingSettings, hydra_base_dir
@@ -55,9 +55,7 @@ PARENT_TAG = "mlflow.parentRunId"
 RUN_STATUS = {
     RUNNING: "FINISHED",
     SUCCESS: "FINISHED",
-    KL_FAILURE: "FAILED",
-    NAN_FAILURE: "FAILED",
-    **dict.fromkeys(DIVERGED_OUTCOMES, "FAILED"),
+    **dict.fromkeys(FAILURE_OUTCOMES, "FAILED"),
     PRUNED: "KILLED",
     FAILED: "FAILED",
 }
