@@ -6,7 +6,8 @@ import torch
 
 from rookworld.eval_cache import EvalCache
 from rookworld.tracking import make_tracker
-from rookworld.train import build_trainer, run
+from rookworld.components import build_trainer
+from rookworld.train import run
 from train_helpers import tiny_config
 
 FAST = ["model=tiny", "steps=1", "tracking=mlflow"]

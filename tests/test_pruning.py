@@ -116,3 +116,14 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
     assert [t.outcome for t in summary.trials] == [KL_FAILURE, DIVERGED_KL_GROWTH]
     text = study_markdown(summary)
     assert "Best: none (no trial finished successfully)." in text and "| diverged:kl_growth |" in text
+
+
+def test_the_wilcoxon_config_builds_its_pruner():
+    from hydra import compose, initialize_config_dir
+
+    from rookworld.sweep.pruning import build_pruner
+    from train_helpers import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR):
+        cfg = compose("config", overrides=["trial=optuna", "trial/pruner=wilcoxon"])
+    assert isinstance(build_pruner(cfg.trial.pruner), optuna.pruners.WilcoxonPruner)
