@@ -94,7 +94,8 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
     """Two real runs on the tiny model, each stopped by a divergence detector, told as the sweeper does."""
     study, url = new_study(tmp_path, "maximize", name="all_diverge")
     diverging = {0: ["optimizer.lr=1.0", "kl.max=1.0", "kl.max_steps_above=1"],  # KL above kl.max at once
-                 1: ["optimizer.lr=1e-3"]}                                   # KL racing up: stopped by kl_growth
+                 1: ["optimizer.lr=1e-3", "kl.max=20.0", "guards.kl_growth.window=2",  # KL racing up (0, 0.31,
+                     "guards.kl_growth.min_fraction=0.1"]}                   # 5.6): stopped by kl_growth
     stopped_at = []
     for number, overrides in diverging.items():
         add_trial_number(study.ask())
