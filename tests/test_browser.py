@@ -204,7 +204,7 @@ def test_a_new_user_sees_runs_outcomes_charts_and_the_sweep_summary(
     browser.find_element(By.LINK_TEXT, quickstart["info"]["run_name"]).click()
     wait_for(browser, shows("Model metrics", "Artifacts"), "the quickstart run's page")
     browser.find_element(By.XPATH, "//*[@role='tab' or self::a or self::button][normalize-space()='Model metrics']").click()
-    wait_for(browser, shows("eval/score", "reward"), "the quickstart run's metric charts")
+    wait_for(browser, shows("reward", "Step"), "the quickstart run's metric charts")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot"), "a metric chart")
     browser.save_screenshot(str(shots / "run_metrics.png"))
 
