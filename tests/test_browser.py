@@ -206,6 +206,8 @@ def test_a_new_user_sees_runs_outcomes_charts_and_the_sweep_summary(
     browser.find_element(By.XPATH, "//*[@role='tab' or self::a or self::button][normalize-space()='Model metrics']").click()
     wait_for(browser, shows("reward", "Step"), "the quickstart run's metric charts")
     wait_for(browser, lambda d: d.find_elements(By.CSS_SELECTOR, ".js-plotly-plot"), "a metric chart")
+    browser.find_element(By.CSS_SELECTOR, "input[placeholder='Search metric charts']").send_keys("reward")
+    wait_for(browser, shows("(reward/A)"), "the charts of the reward metrics")
     browser.save_screenshot(str(shots / "run_metrics.png"))
 
     # The sweep summary on the parent run: summary.md rendered, and the plots as images.
@@ -218,7 +220,7 @@ def test_a_new_user_sees_runs_outcomes_charts_and_the_sweep_summary(
     assert heading, "summary.md is rendered as markdown"
     browser.save_screenshot(str(shots / "sweep_summary_md.png"))
     for plot in sorted(f for f in SUMMARY_FILES if f.endswith(".png")):
-        browser.get(f"{artifacts}/sweep_summary/{plot}")
+        browser.find_element(By.XPATH, f"//*[normalize-space(text())='{plot}']").click()  # in the file tree
         wait_for(browser, shows(f"sweep_summary/{plot}"), f"the artifact {plot} selected")
         wait_for(browser, lambda d: d.execute_script(
             "return [...document.images].some(i => i.complete && i.naturalWidth > 300 && !i.src.endsWith('.svg'))"), f"the image {plot}")
