@@ -7,8 +7,9 @@ Then the `mlflow server` a user starts over ./mlflow.db, on a free port. The RES
 quickstart run's outcome; the browser test opens the UI in headless Chromium (Debian's `chromium`
 and `chromium-driver`, driven by selenium; nothing is downloaded) and checks what a user must
 see: the runs table with the outcome columns, the sweep parent and its trials, a metric chart of
-the quickstart run, and the sweep summary (summary.md and the PNG plots). Screenshots go to the
-test's temporary directory (the path is printed).
+the quickstart run, and the sweep summary (summary.md and the PNG plots). The screenshots are the
+test's artifacts: `screenshots0/` under pytest's base temporary directory (by default
+/tmp/pytest-of-$USER/pytest-current/; `--basetemp DIR` puts them in DIR/screenshots0/).
 """
 
 from __future__ import annotations
