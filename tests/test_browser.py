@@ -57,7 +57,7 @@ def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert f"&& {QUICKSTART}\n" in (REPO / "README.md").read_text(), "the README's first command changed"
     directory = tmp_path_factory.mktemp("new-user")
     assert "outcome: success" in run_in(directory, QUICKSTART.split()[1:])
-    assert "# Sweep multirun/tiny" in run_in(directory, ["-m", "rookworld.train", *TINY_SWEEP])
+    assert f"# Sweep {SWEEP_DIR}" in run_in(directory, ["-m", "rookworld.train", *TINY_SWEEP])
     assert sorted(p.name for p in directory.iterdir()) == ["mlflow.db", "mlruns", "multirun", "outputs"]
     return directory
 
