@@ -46,7 +46,7 @@ def user_env() -> dict[str, str]:
 
 def run_in(directory: Path, args: list[str]) -> str:
     result = subprocess.run([sys.executable, *args], cwd=directory, env=user_env(), capture_output=True,
-                            text=True, timeout=600)
+                            text=True, timeout=1800)  # minutes on an idle machine; generous when shared
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
     return result.stdout
 
