@@ -17,8 +17,10 @@ TINY_RUN = ["experiment=quickstart", "steps=2", "eval.every=0", "eval.num_policy
 
 
 def tiny_config(tmp_path: Path, *overrides: str) -> DictConfig:
+    """TINY_RUN + overrides; untracked (tracking=none) unless the overrides pick a tracking option."""
+    tracking = [] if any(o.startswith("tracking=") for o in overrides) else ["tracking=none"]
     with initialize_config_dir(config_dir=CONF_DIR):
-        return compose("config", overrides=[*TINY_RUN, f"checkpoint.dir={tmp_path}/checkpoints",
+        return compose("config", overrides=[*TINY_RUN, *tracking, f"checkpoint.dir={tmp_path}/checkpoints",
                                             f"eval.cache_dir={tmp_path}/eval_cache", *overrides])
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rookworld.tracking.params import one_line, sanitize_key
 from rookworld.tracking.settings import TrackingError, TrackingSettings
+from rookworld.tracking.ui import experiment_ui_tags
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -65,15 +66,17 @@ def find_experiment(settings: TrackingSettings) -> tuple[MlflowClient, str] | No
 
 
 def get_or_create_experiment(client: MlflowClient, settings: TrackingSettings) -> str:
+    """The experiment's id; it gets the UI tags (tracking/ui.py) when created or lacking them."""
     from mlflow.exceptions import MlflowException
 
+    ui_tags = experiment_ui_tags()
     found = client.get_experiment_by_name(settings.experiment)
     if found is None:
         location = settings.artifact_location or default_artifact_location(
             settings.uri, settings.experiment
         )
         try:
-            return client.create_experiment(settings.experiment, artifact_location=location)
+            return client.create_experiment(settings.experiment, artifact_location=location, tags=ui_tags)
         except MlflowException as exc:
             if exc.error_code != "RESOURCE_ALREADY_EXISTS":
                 raise
@@ -85,4 +88,7 @@ def get_or_create_experiment(client: MlflowClient, settings: TrackingSettings) -
             f"MLflow experiment {settings.experiment!r} is deleted; restore it "
             "(mlflow experiments restore) or set tracking.experiment=..."
         )
+    for key, value in ui_tags.items():
+        if key not in found.tags:  # an experiment made before these tags, or by another tool
+            client.set_experiment_tag(found.experiment_id, key, value)
     return found.experiment_id
