@@ -1,7 +1,7 @@
 """`python -m rookworld.train [overrides]`: one GRPO run composed from conf/.
 
-Returns the objective (eval/score at the end, or objective.failure_penalty for a failed outcome)
-so that the Optuna sweeper can optimise it.
+Returns the RunResult: its `objective` (eval/score at the end, or objective.failure_penalty for a
+failed outcome) is what the Optuna sweeper optimises, its `outcome` what the study records.
 """
 from __future__ import annotations
 
@@ -17,7 +17,6 @@ from omegaconf import DictConfig
 from rookworld.config import PROJECT_TARGETS, ConfigError, build, resolve_device, validate
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import ModelLoadError, load_model
-from rookworld.sweep.gpus import assign_gpu
 from rookworld.tracking import TrackingError, make_tracker
 from rookworld.trainer import TRAINER_STATE_FILE, RunResult, Trainer
 
@@ -87,10 +86,9 @@ def _in_multirun() -> bool:
 
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
-def main(cfg: DictConfig) -> float:
-    assign_gpu(cfg)  # before anything initialises CUDA
+def main(cfg: DictConfig) -> RunResult:
     try:
-        return run(cfg).objective
+        return run(cfg)
     except USER_ERRORS as error:
         if _in_multirun():
             raise
