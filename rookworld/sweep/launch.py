@@ -72,7 +72,7 @@ class Launch:
         if parent is not None:
             write_parent_ref(launch_dir, parent)  # every trial's Tracker files its run under it
         spec = WorkerSpec(context, config, TaskRef.of(task), settings, space, str(launch_dir), launch_number, base_dir,
-                          Singleton.get_state())
+                          {"instances": Singleton.get_state()["instances"]})  # resolvers: re-registered there
         return cls(spec, gpus, worker_threads(len(gpus)), parent, space.log_scale())
 
     # ---------------------------------------------------------------- the workers

@@ -232,12 +232,12 @@ def stale_reason(trial: FrozenTrial, grace_s: float) -> str | None:
     if owned is None:
         started = trial.datetime_start
         age = (datetime.now(started.tzinfo) - started).total_seconds() if started else float("inf")
-        return f"running {age:.0f} s with no sweeper heartbeat" if age > grace_s else None
+        return f"running {age:.0f} s with no worker heartbeat" if age > grace_s else None
     owner, heartbeat = owned
     if owner.gone():
-        return f"its sweeper process {owner} is gone"
+        return f"its worker process {owner} is gone"
     silence = time.time() - heartbeat
-    return f"no heartbeat from its sweeper {owner} for {silence:.0f} s" if silence > grace_s else None
+    return f"no heartbeat from its worker {owner} for {silence:.0f} s" if silence > grace_s else None
 
 
 def resolve_stale_trials(study: optuna.Study, storage: BaseStorage, grace_s: float, retries: int) -> list[StaleTrial]:

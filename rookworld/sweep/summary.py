@@ -310,6 +310,12 @@ def _axis_values(values: list[str | None]) -> tuple[list[float], list[str] | Non
 
 def plot_outcome_vs_params(summary: SweepSummary, path: Path) -> Path:
     """One panel per swept param: objective against value, coloured by outcome (no objective: x)."""
+    outcome_vs_params_figure(summary).savefig(path, dpi=110)
+    return path
+
+
+def outcome_vs_params_figure(summary: SweepSummary) -> Any:
+    """The figure of plot_outcome_vs_params; log-swept params on log axes."""
     params = summary.swept_params[:_MAX_PARAM_PLOTS] or ("(none swept)",)
     columns = min(3, len(params))
     rows = math.ceil(len(params) / columns)
@@ -327,8 +333,7 @@ def plot_outcome_vs_params(summary: SweepSummary, path: Path) -> Path:
         axes.set(xlabel=key, ylabel=OBJECTIVE_METRIC)
     _outcome_legend(figure.axes[0], {t.outcome for t in summary.trials})
     figure.suptitle(f"Objective and outcome against swept parameters\n{summary.study}", fontsize="small")
-    figure.savefig(path, dpi=110)
-    return path
+    return figure
 
 
 def plot_reward_curves(

@@ -66,7 +66,7 @@ class WorkerSpec:
     launch_dir: str
     launch: int
     base_dir: str
-    singletons: dict[Any, Any]  # Hydra's process state (job name, config store), as its joblib launcher passes it
+    singletons: dict[Any, Any]  # Hydra's singletons (job name, config store), as its joblib launcher passes them
 
 
 class TooManyFailures(RuntimeError):
@@ -250,7 +250,9 @@ def main(argv: list[str]) -> int:
     with open(spec_path, "rb") as handle:
         spec: WorkerSpec = pickle.load(handle)
     setup_globals()
-    Singleton.set_state(spec.singletons)
+    from omegaconf.basecontainer import BaseContainer
+
+    Singleton.set_state({**spec.singletons, "omegaconf_resolvers": BaseContainer._resolvers})  # this process's own
     configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
                   execution_whitelist=spec.hydra_context.execution_whitelist)
     return Worker(spec, int(index)).run()
