@@ -8,8 +8,8 @@ for pair in "$@"; do
     workers=${pair%%:*}
     trials=${pair##*:}
     study=throughput_w$workers
-    python -m rookworld.train -m sweeps=throughput hydra.sweeper.study_name=$study \
+    "${PYTHON:-python3}" -m rookworld.train -m sweeps=throughput hydra.sweeper.study_name=$study \
         hydra.sweeper.n_jobs=$workers trial.trials_per_gpu=$workers hydra.sweeper.n_trials=$trials \
         >"${LOG_DIR:-.}/$study.log" 2>&1 || { echo "$study failed:"; tail -20 "${LOG_DIR:-.}/$study.log"; }
-    python -m rookworld.sweep.timeline outputs/sweeps/$study/*
+    "${PYTHON:-python3}" -m rookworld.sweep.timeline outputs/sweeps/$study/*
 done
