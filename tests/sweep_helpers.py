@@ -20,16 +20,19 @@ import optuna
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))  # apt's layout
+PG_BIN = PG_BINS[-1].parent if PG_BINS else Path("/usr/lib/postgresql/VERSION/bin")
 TINY_SWEEP = ["sweeps=smoke", "model=tiny", "steps=1", "eval.every=0", "eval.num_policy=2", "eval.num_arbiter=2",
               "trial/pruner=none"]
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
+    """This environment for a sweep subprocess: our checkout first, no inherited stores, one thread per
+    worker (several sweeps share a small CI machine: more threads only spin against each other)."""
     env = {k: v for k, v in os.environ.items()
            if k not in ("MLFLOW_TRACKING_URI", "CUDA_VISIBLE_DEVICES", "ROOKWORLD_OPTUNA_STORAGE")}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return {**env, **extra}
+    return {**env, "OMP_NUM_THREADS": "1", **extra}
 
 
 def sweep_command(*overrides: str) -> list[str]:

@@ -54,7 +54,7 @@ def start_sweeps(directory: Path, count: int, *overrides: str, **env: str) -> li
 
 def three_sweeps_share_one_study(directory: Path, storage_url: str, *overrides: str, **env: str) -> None:
     sweeps = start_sweeps(directory, 3, "hydra.sweeper.n_trials=12", "hydra.sweeper.n_jobs=1", *overrides, **env)
-    outputs = [sweep.communicate(timeout=600) for sweep in sweeps]
+    outputs = [sweep.communicate(timeout=1200) for sweep in sweeps]
     for sweep, (_, err) in zip(sweeps, outputs):
         assert sweep.returncode == 0, err[-3000:]
 
