@@ -144,3 +144,34 @@ def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override
     if journal.exists() and "smoke" in optuna.get_all_study_names(open_storage(f"journal:{journal}", "/")):
         assert load_study(f"journal:{journal}").trials == []
     assert not list(tmp_path.glob("outputs/sweeps/*/*/trial_*"))
+
+
+@pytest.mark.slow
+def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) -> None:
+    """`sweeps=smoke` on 3 trials chosen to end three ways: success, kl_failure (guard), pruned."""
+    from rookworld.tracking import ROLE_TAG as ROLE
+
+    command = [*sweep_command()[:4], "sweeps=smoke", "hydra/sweeper/sampler=grid", "hydra.sweeper.n_jobs=1",
+               "optimizer.lr=choice(1e-5,1e-3,1.0)", "kl.coef=choice(0.04)", "sampling.temperature=choice(1.0)",
+               "trial/pruner=threshold", "trial.pruner.lower=0.2", "hydra.sweeper.n_trials=3"]
+    result = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    by_lr = {t.params["optimizer.lr"]: t for t in study.trials}
+    assert sorted(by_lr) == [1e-5, 1e-3, 1.0]
+    ok, pruned, diverged = by_lr[1e-5], by_lr[1e-3], by_lr[1.0]
+    assert ok.state == TrialState.COMPLETE and ok.value > 0.2 and ok.user_attrs["outcome"] == "success"
+    assert diverged.state == TrialState.COMPLETE and diverged.value == -1.0  # objective.failure_penalty
+    assert diverged.user_attrs["outcome"] == "kl_failure"
+    assert pruned.state == TrialState.PRUNED and max(pruned.intermediate_values) == 3
+
+    runs = mlflow_runs(tmp_path)
+    children = {int(r.data.tags[TRIAL_TAG]): r for r in runs if r.data.tags.get(ROLE) == "trial"}
+    assert children[ok.number].data.tags[OUTCOME_TAG] == "success"
+    assert children[diverged.number].data.tags[OUTCOME_TAG] == "kl_failure"
+    assert children[pruned.number].data.tags[OUTCOME_TAG] == "pruned"
+    parent = next(r for r in runs if r.data.tags.get(ROLE) == "sweep_parent")
+    assert (parent.data.metrics["sweep.optuna.n_complete"], parent.data.metrics["sweep.optuna.n_pruned"]) == (2, 1)
+    assert parent.data.tags["sweep.optuna.best_trial"] == str(ok.number)  # never the pruned or diverged one
+    assert "# Optuna study smoke" in result.stdout and "| PRUNED | - | pruned | 3 |" in result.stdout
