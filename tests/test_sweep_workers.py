@@ -35,16 +35,19 @@ from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TA
 JOURNAL = "journal:outputs/optuna/smoke.journal"
 
 
-def check_one_parent_with_every_trial(directory: Path, n_trials: int) -> None:
+def check_one_parent_with_every_trial(directory: Path, study: optuna.Study) -> None:
+    """One MLflow parent run, ended, with exactly one ended child run for every trial the study ran."""
     runs = mlflow_runs(directory)
     parents = [r for r in runs if r.data.tags.get(ROLE_TAG) == "sweep_parent"]
     children = [r for r in runs if r.data.tags.get(ROLE_TAG) == "trial"]
     assert len(parents) == 1, [p.info.run_id for p in parents]
+    assert parents[0].info.status == "FINISHED"
     assert {c.data.tags.get(PARENT_TAG) for c in children} == {parents[0].info.run_id}
-    finished = [c for c in children if c.info.status == "FINISHED"]
-    assert len({c.data.tags[TRIAL_TAG] for c in finished}) == n_trials
+    ran = sorted(t.number for t in study.trials if t.state != TrialState.WAITING)
+    assert sorted(int(c.data.tags[TRIAL_TAG]) for c in children) == ran  # one run per trial
     assert all(r.info.status != "RUNNING" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
-    assert parents[0].data.metrics["sweep.optuna.n_complete"] == n_trials
+    complete = sum(t.state == TrialState.COMPLETE for t in study.trials)
+    assert parents[0].data.metrics["sweep.optuna.n_complete"] == complete
 
 
 def start_sweeps(directory: Path, count: int, *overrides: str, **env: str) -> list[subprocess.Popen[str]]:
@@ -58,10 +61,11 @@ def three_sweeps_share_one_study(directory: Path, storage_url: str, *overrides: 
     for sweep, (_, err) in zip(sweeps, outputs):
         assert sweep.returncode == 0, err[-3000:]
 
-    trials = load_study(storage_url).trials
+    study = load_study(storage_url)
+    trials = study.trials
     assert len(trials) == 12 and all(t.state == TrialState.COMPLETE for t in trials)
     assert len({tuple(sorted(t.params.items())) for t in trials}) == 12
-    check_one_parent_with_every_trial(directory, 12)
+    check_one_parent_with_every_trial(directory, study)
     launches = sorted(p.name for p in (directory / "outputs/sweeps/smoke").iterdir())
     assert len(launches) == 3, launches  # each launch its own folder, even when started in the same second
     assert sum("Best: trial" in out for out, _ in outputs) >= 1  # the launch that ended the study printed it
@@ -110,10 +114,19 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     assert sorted(t.user_attrs[RETRY_OF_ATTR] for t in retries) == sorted(t.number for t in stale)
     assert all(r.params == study.trials[r.user_attrs[RETRY_OF_ATTR]].params for r in retries)
 
-    check_one_parent_with_every_trial(tmp_path, 4)
+    check_one_parent_with_every_trial(tmp_path, study)
     killed = [r for r in mlflow_runs(tmp_path) if r.data.tags.get(TRIAL_TAG) in {str(t.number) for t in stale}]
     assert killed and all(r.data.tags[OUTCOME_TAG] == "failed" and r.info.status == "KILLED" for r in killed)
     assert all(r.data.tags[STOP_REASON_TAG].startswith("its worker stopped while it ran") for r in killed)
+
+
+@pytest.mark.slow
+def test_a_study_of_no_trials_ends_cleanly_naming_no_best(tmp_path: Path) -> None:
+    result = subprocess.run(sweep_command("hydra.sweeper.n_trials=0"), cwd=tmp_path, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Best: none" in result.stdout
+    check_one_parent_with_every_trial(tmp_path, load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal"))
 
 
 def read_only_dir(tmp_path: Path) -> str:
