@@ -226,12 +226,20 @@ class Worker:
             except (TypeError, ValueError):
                 reason = f"the task returned {returned!r}, not a float objective"
             else:
-                return self.study.tell(trial, value, skip_if_finished=True).state.name
+                return self._tell(trial, bound, value=value)
         else:
             reason = _job_error(job)
         log.warning("trial %d failed: %s", trial.number, reason)
         self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, reason)
-        return self.study.tell(trial, state=TrialState.FAIL, skip_if_finished=True).state.name
+        return self._tell(trial, bound, state=TrialState.FAIL)
+
+    def _tell(self, trial: Any, bound: int, **result: Any) -> str:
+        try:
+            self.study.tell(trial, skip_if_finished=True, **result)
+        except RuntimeError as error:  # the grid sampler calls study.stop() once its grid is done; told anyway
+            if "Study.stop" not in str(error):
+                raise
+        return self.storage.get_trial(bound).state.name
 
 
 def _job_error(job: JobReturn) -> str:
