@@ -226,7 +226,7 @@ class Worker:
             except (TypeError, ValueError):
                 reason = f"the task returned {returned!r}, not a float objective"
             else:
-                return self._tell(trial, bound, value=value)
+                return self._tell(trial, bound, values=value)
         else:
             reason = _job_error(job)
         log.warning("trial %d failed: %s", trial.number, reason)
