@@ -1,7 +1,7 @@
 """`python -m rookworld.train [overrides]`: one GRPO run composed from conf/.
 
-Returns the objective (eval/score at the end, or objective.failure_penalty for a failed outcome)
-so that the Optuna sweeper can optimise it.
+Returns the RunResult: its `objective` (eval/score at the end, or objective.failure_penalty for a
+failed outcome) is what the Optuna sweeper optimises, its `outcome` what the study records.
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from rookworld.components import build_trainer
 from rookworld.config import PROJECT_TARGETS, validate
 from rookworld.errors import exit_on_user_error
 from rookworld.sweep.context import trial_link
-from rookworld.sweep.gpus import assign_gpu
 from rookworld.tracking import make_tracker
 from rookworld.trainer import RunResult
 
@@ -26,10 +25,9 @@ def run(cfg: DictConfig) -> RunResult:
 
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
-def main(cfg: DictConfig) -> float:
-    assign_gpu(cfg)  # before anything initialises CUDA
+def main(cfg: DictConfig) -> RunResult:
     with exit_on_user_error():
-        return run(cfg).objective
+        return run(cfg)
 
 
 if __name__ == "__main__":

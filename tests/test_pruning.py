@@ -13,7 +13,8 @@ from optuna.trial import TrialState
 from rookworld.config import ConfigError
 from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult
-from rookworld.sweep.pruning import OUTCOME_ATTR, OptunaPruningHook
+from rookworld.sweep.pruning import OptunaPruningHook
+from rookworld.sweep.study import OUTCOME_ATTR
 from rookworld.sweep.study import add_trial_number, open_storage
 from rookworld.sweep.summary import SweepSummary, TrialResult, study_markdown, summarise_study
 from rookworld.train import run

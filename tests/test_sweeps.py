@@ -1,16 +1,11 @@
-"""Optuna sweeps: configs, the pruning bridge, stale trials, GPU slots, and real sweeps end to end.
+"""Optuna sweeps: configs, the pruning bridge, stale trials, GPU pinning, summaries; real sweeps end to end.
 
-The end-to-end tests run real Hydra multiruns in subprocesses: a small `rookworld.train` smoke sweep
-(the real model and trainer), and a fast stand-in app (the real sweeper, hook, storage and MLflow
-tracker around a sleep loop) for the kill-and-resume and parallel-jobs tests.
+The end-to-end tests (tests/test_sweep_workers.py) run real `rookworld.train` sweeps in subprocesses.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sqlite3
-import signal
 import subprocess
 import sys
 import time
@@ -25,7 +20,7 @@ from optuna.trial import TrialState
 
 import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from rookworld.config import ConfigError
-from rookworld.sweep.gpus import claim_slot
+from rookworld.sweep.gpus import worker_gpus
 from rookworld.sweep.pruning import OptunaPruningHook, build_pruner
 from rookworld.sweep.study import (
     FAIL_REASON_ATTR,
@@ -40,14 +35,6 @@ from rookworld.sweep.study import (
     resolve_stale_trials,
     trial_id,
 )
-from rookworld.tracking import (
-    OUTCOME_TAG,
-    PARENT_TAG,
-    ROLE_TAG,
-    STOP_REASON_TAG,
-    STUDY_TAG,
-    TRIAL_TAG,
-)
 
 REPO = Path(__file__).resolve().parents[1]
 CONF_DIR = str(REPO / "conf")
@@ -57,12 +44,6 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 def compose_sweep(*overrides: str) -> Any:
     with initialize_config_dir(config_dir=CONF_DIR):
         return compose("config", overrides=list(overrides), return_hydra_config=True)
-
-
-def subprocess_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "CUDA_VISIBLE_DEVICES")}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    return {**env, **extra}
 
 
 # ---------------------------------------------------------------- configs
@@ -79,8 +60,7 @@ def test_sweeps_compose_with_every_storage(sweep: str, storage: str, prefix: str
     assert sweeper.study_name == sweep and sweeper.direction == "maximize"
     assert str(sweeper.storage).startswith(prefix)
     assert cfg.trial.number is None and cfg.trial.metric == "eval/score"
-    assert cfg.hydra.launcher._target_.endswith("JoblibLauncher")
-    assert cfg.hydra.launcher.n_jobs == sweeper.n_jobs
+    assert sweeper.validate == "rookworld.config.validate"
     assert sweeper.sampler._target_ == "optuna.samplers.TPESampler" and sweeper.sampler.seed == 0
     assert "optimizer.lr" in sweeper.params
 
@@ -94,13 +74,6 @@ def test_smoke_runs_the_tiny_model_on_the_cpu_and_kl_stability_the_real_one() ->
     searched = set(real.hydra.sweeper.params)
     assert {"optimizer.lr", "kl.coef", "kl.estimator", "grpo.epsilon_low", "grpo.epsilon_high", "kl.warmup_steps",
             "kl.warmup_factor", "sampling.temperature", "task_mix", "grpo.group_size"} <= searched
-
-
-def test_slurm_launcher_composes() -> None:
-    cfg = compose_sweep("sweeps=kl_stability", "hydra/launcher=slurm", "sweep_storage=postgresql")
-    launcher = cfg.hydra.launcher
-    assert launcher._target_ == "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
-    assert launcher.gpus_per_node == 1 and launcher.array_parallelism == cfg.hydra.sweeper.n_jobs
 
 
 @pytest.mark.parametrize(("pruner", "kind"), [("median", optuna.pruners.MedianPruner),
@@ -222,9 +195,9 @@ def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> 
     trials = study.trials
     assert [t.state for t in trials[:5]] == [TrialState.COMPLETE, TrialState.FAIL, TrialState.FAIL,
                                              TrialState.RUNNING, TrialState.FAIL]
-    assert trials[1].user_attrs[FAIL_REASON_ATTR].startswith("stale: its sweeper process") and \
+    assert trials[1].user_attrs[FAIL_REASON_ATTR].startswith("stale: its worker process") and \
         trials[1].system_attrs[STALE_ATTR]
-    assert "no heartbeat from its sweeper elsewhere:1" in trials[2].user_attrs[FAIL_REASON_ATTR]
+    assert "no heartbeat from its worker elsewhere:1" in trials[2].user_attrs[FAIL_REASON_ATTR]
     queued = study.get_trials(states=(TrialState.WAITING,))
     assert [(t.user_attrs[RETRY_OF_ATTR], t.system_attrs["fixed_params"]) for t in queued] == \
         [(1, {"x": 0.2}), (2, {"x": 0.3})]
@@ -261,255 +234,105 @@ def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> No
     assert stamp() == stopped  # the thread was joined on exit
 
 
-def test_a_storage_that_cannot_be_opened_fails_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+# ---------------------------------------------------------------- storage, settings, GPUs
+
+
+def test_a_missing_database_driver_is_named(tmp_path: Path) -> None:
+    from rookworld.sweep.study import MissingDriverError, open_storage
+
+    with pytest.raises(MissingDriverError, match=r"the database driver module 'psycopg' is not installed"):
+        open_storage("postgresql+psycopg://u@127.0.0.1:1/optuna", str(tmp_path))
+
+
+def test_summarise_rejects_a_bad_storage_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from rookworld.sweep.summarise import main as summarise
-    from rookworld.sweep.sweeper import RookworldOptunaSweeper
 
-    # a URL that is no URL; a database without its driver here (or, with one, without a server)
-    for url, reason in (("foo", "Could not parse SQLAlchemy URL"), ("mysql://u@localhost:1/optuna", "")):
-        with pytest.raises(ConfigError, match=f"^hydra.sweeper.storage='{url}': cannot open the Optuna storage .*{reason}"):
-            RookworldOptunaSweeper(sampler=OmegaConf.create({}), direction="maximize", storage=url, study_name="s",
-                                   n_trials=1, n_jobs=1, max_failure_rate=0.0, custom_search_space=None, params=None,
-                                   stale_retries=1, heartbeat_interval_s=30, grace_period_s=300)
-        assert summarise(["--study", "s", "--storage", url]) == 2
-        err = capsys.readouterr().err
-        assert err.startswith(f"rookworld: error: cannot open Optuna storage {url} (") and reason in err
-        assert err.count("\n") == 1
+    assert summarise(["--study", "s", "--storage", "foo"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rookworld: error: cannot open Optuna storage foo (") and err.count("\n") == 1
 
 
-def test_gpu_slots_are_exclusive_until_released(tmp_path: Path) -> None:
-    first, held = claim_slot(tmp_path, 2)
-    second, held_too = claim_slot(tmp_path, 2)
-    assert (first, second) == (0, 1)
-    with pytest.raises(RuntimeError, match="all 2 GPU slots of this sweep are held"):
-        claim_slot(tmp_path, 2)
-    held.close()  # a worker process exiting releases its slot
-    again, _ = claim_slot(tmp_path, 2)
-    assert again == 0
-    held_too.close()
+def sweeper_args(**changes: Any) -> dict[str, Any]:
+    base = {"sampler": OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "seed": 0}),
+            "direction": "maximize", "storage": "journal:x.journal", "study_name": "s", "n_trials": 4, "n_jobs": 2,
+            "max_failure_rate": 0.0, "params": None, "stale_retries": 1, "heartbeat_interval_s": 30,
+            "grace_period_s": 300, "validate": None}
+    return {**base, **changes}
 
 
-# ---------------------------------------------------------------- the real smoke sweep, smaller
+@pytest.mark.parametrize(("change", "message"), [
+    ({"n_trials": "abc"}, "hydra.sweeper.n_trials='abc': must be an integer >= 0"),
+    ({"n_jobs": 0}, "hydra.sweeper.n_jobs=0: must be an integer >= 1"),
+    ({"max_failure_rate": 2}, "hydra.sweeper.max_failure_rate=2: must be a number in [0, 1]"),
+    ({"direction": "up"}, "hydra.sweeper.direction='up': expected maximize or minimize"),
+    ({"grace_period_s": 10}, "hydra.sweeper.grace_period_s=10: must be a number >= 2 x heartbeat_interval_s = 60"),
+])
+def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> None:
+    from rookworld.sweep.settings import SweepSettings
+
+    with pytest.raises(ConfigError) as error:
+        SweepSettings.parse(sweeper_args(**change))
+    assert str(error.value) == message
 
 
-def mlflow_runs(tmp_path: Path) -> tuple[Any, list[Any]]:
-    from mlflow import MlflowClient
+def test_search_space_probes_touch_every_choice_and_both_ends() -> None:
+    from rookworld.sweep.space import SearchSpace
 
-    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
-    experiment = client.get_experiment_by_name("rookworld")
-    return client, client.search_runs([experiment.experiment_id])
-
-
-@pytest.mark.slow
-def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) -> None:
-    """`sweeps=smoke` on 3 trials chosen to end three ways: success, kl_failure (guard), pruned."""
-    command = [sys.executable, "-m", "rookworld.train", "-m", "sweeps=smoke", "hydra/sweeper/sampler=grid",
-               "optimizer.lr=choice(1e-5,1e-3,1.0)", "kl.coef=choice(0.04)", "sampling.temperature=choice(1.0)",
-               "trial/pruner=threshold", "trial.pruner.lower=0.2", "hydra.sweeper.n_trials=3"]
-    start = time.monotonic()
-    result = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=420)
-    elapsed = time.monotonic() - start
-    assert result.returncode == 0, result.stderr[-4000:]
-    print(f"smoke sweep of 3 trials: {elapsed:.0f} s")
-
-    study = optuna.load_study(study_name="smoke", storage=f"sqlite:///{tmp_path / 'outputs/optuna/smoke.db'}")
-    by_lr = {t.params["optimizer.lr"]: t for t in study.trials}
-    assert sorted(by_lr) == [1e-5, 1e-3, 1.0] and all(t.params[TRIAL_NUMBER_PARAM] == t.number for t in study.trials)
-    ok, pruned, diverged = by_lr[1e-5], by_lr[1e-3], by_lr[1.0]
-    assert ok.state == TrialState.COMPLETE and ok.value > 0.2
-    assert diverged.state == TrialState.COMPLETE and diverged.value == -1.0  # objective.failure_penalty
-    assert pruned.state == TrialState.PRUNED and max(pruned.intermediate_values) == 3
-
-    client, runs = mlflow_runs(tmp_path)
-    parents = [r for r in runs if r.data.tags.get(ROLE_TAG) == "sweep_parent"]
-    children = [r for r in runs if PARENT_TAG in r.data.tags]
-    assert len(parents) == 1 and len(children) == 3
-    assert {c.data.tags[PARENT_TAG] for c in children} == {parents[0].info.run_id}
-    outcome = {int(c.data.tags[TRIAL_TAG]): c for c in children}
-    assert outcome[ok.number].data.tags[OUTCOME_TAG] == "success"
-    assert outcome[diverged.number].data.tags[OUTCOME_TAG] == "kl_failure"
-    assert outcome[pruned.number].data.tags[OUTCOME_TAG] == "pruned"
-    assert outcome[pruned.number].info.status == "KILLED"
-    steps = [m.step for m in client.get_metric_history(outcome[pruned.number].info.run_id, "reward")]
-    assert max(steps) == 3 < 6  # stopped at its first evaluation, out of 6 steps
-
-    parent = client.get_run(parents[0].info.run_id)
-    assert (parent.data.metrics["sweep.optuna.n_complete"], parent.data.metrics["sweep.optuna.n_pruned"]) == (2, 1)
-    assert parent.data.tags["sweep.optuna.best_trial"] == str(ok.number)
-    assert "# Optuna study smoke" in result.stdout and "| PRUNED | - | pruned | 3 |" in result.stdout
-
-    summary = subprocess.run([sys.executable, "-m", "rookworld.sweep.summarise", "--study", "smoke"], cwd=tmp_path,
-                             env=subprocess_env(), capture_output=True, text=True, timeout=120)
-    assert summary.returncode == 0, summary.stderr
-    assert "Optuna states: COMPLETE 2, PRUNED 1; MLflow outcomes: kl_failure 1, pruned 1, success 1" in summary.stdout
+    space = SearchSpace.parse({"optimizer.lr": "tag(log, interval(1e-6, 1e-4))", "task_mix": "choice(a, b, c)"},
+                              ["sweeps=smoke", "steps=2"])
+    assert space.fixed == ("sweeps=smoke", "steps=2") and space.log_scale() == ("optimizer.lr",)
+    probes = space.probes()
+    assert {p["task_mix"] for p in probes} == {"a", "b", "c"} and {p["optimizer.lr"] for p in probes} == {1e-6, 1e-4}
+    with pytest.raises(ConfigError, match="hydra.sweeper.params="):
+        SearchSpace.parse({"x": "interval(1, "}, [])
 
 
-# ---------------------------------------------------------------- a stand-in app: kill, resume, parallel
-
-APP = """
-import os
-import time
-
-import hydra
-from omegaconf import DictConfig
-
-from rookworld.sweep.gpus import assign_gpu
-from rookworld.sweep.context import trial_link
-from rookworld.sweep.pruning import OptunaPruningHook
-from rookworld.tracking import make_tracker
+def test_workers_are_pinned_to_gpus_round_robin(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4,5")
+    assert worker_gpus(4, 2, "auto") == ["4", "5", "4", "5"]
+    assert worker_gpus(3, 2, "cpu") == [None, None, None]
+    with pytest.raises(ConfigError, match=r"hydra.sweeper.n_jobs=5: at most 4 workers: 2 GPUs x trial.trials_per_gpu=2"):
+        worker_gpus(5, 2, "cuda")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+    assert worker_gpus(2, 1, "auto") == [None, None]  # no GPU: CPU workers
 
 
-@hydra.main(config_path="conf", config_name="app", execution_whitelist="rookworld.*")
-def main(cfg: DictConfig) -> float:
-    gpu = assign_gpu(cfg)
-    hook = OptunaPruningHook.from_config(cfg)
-    with make_tracker(cfg, trial_link(cfg)) as tracker:
-        hook.trial.set_user_attr("job", {"pid": os.getpid(), "gpu": gpu, "start": time.time()})
-        if cfg.trial.number == cfg.fail_trial:
-            raise RuntimeError(f"boom in trial {cfg.trial.number}")
-        for step in range(1, cfg.steps + 1):
-            time.sleep(cfg.step_s)
-            metrics = {"score": cfg.x * step}
-            tracker.log_metrics(metrics, step)
-            if hook.should_prune(step, metrics):
-                tracker.set_outcome("pruned", f"pruned at step {step}")
-                return cfg.x * step
-        tracker.log_metrics({"objective": cfg.x * cfg.steps}, cfg.steps)
-    hook.trial.set_user_attr("end", time.time())
-    return cfg.x * cfg.steps
+# ---------------------------------------------------------------- summaries
 
 
-if __name__ == "__main__":
-    main()
-"""
+def test_the_best_trial_is_never_pruned_or_diverged() -> None:
+    from rookworld.sweep.summary import StudySummary, StudyTrial, SweepSummary, TrialResult, summary_markdown
 
-APP_CONFIG = """
-defaults:
-  - trial: optuna
-  - tracking: mlflow
-  - sweep_storage: sqlite
-  - override hydra/sweeper: rookworld_optuna
-  - _self_
-hydra:
-  searchpath:
-    - file://{conf}
-  sweep:
-    dir: multirun/sweep
-    subdir: trial_${{trial.number}}
-  sweeper:
-    study_name: fake
-    n_trials: 6
-    sampler:
-      seed: 0
-    params:
-      x: interval(0.0, 1.0)
-seed: 0
-device: auto
-x: 0.5
-steps: 4
-step_s: 0.3
-fail_trial: -1
-trial:
-  metric: score
-  pruner:
-    n_startup_trials: 2
-"""
+    def trial(number: int, state: str, value: float | None, outcome: str) -> StudyTrial:
+        return StudyTrial(number, state, value, None, outcome, {"optimizer.lr": 1.23456789e-5}, "")
+
+    study = StudySummary("s", "maximize", (trial(0, "PRUNED", None, "pruned"), trial(1, "COMPLETE", -1.0, "kl_failure"),
+                                            trial(2, "COMPLETE", 0.3, "success")))
+    assert study.best is not None and study.best.number == 2
+    diverged = StudySummary("s", "maximize", study.trials[:2])
+    assert diverged.best is None and "Best: none" in study_markdown_of(diverged)
+
+    def run(number: int, outcome: str, objective: float) -> TrialResult:
+        return TrialResult(f"run{number}", number, outcome, "", "FINISHED", objective,
+                           {"optimizer.lr": "1.23456789e-05", "seed": str(number)}, 0)
+
+    children = SweepSummary("p", "s", "maximize", (run(0, "pruned", 0.9), run(1, "success", 0.2)), ("optimizer.lr",))
+    assert children.best is not None and children.best.trial == 1  # the pruned run's higher score does not count
+    assert "optimizer.lr=1.235e-05" in summary_markdown(children)
+    assert SweepSummary("p", "s", "maximize", children.trials[:1], ()).best is None
 
 
-def write_app(tmp_path: Path) -> None:
-    (tmp_path / "app.py").write_text(APP)
-    (tmp_path / "conf").mkdir()
-    (tmp_path / "conf" / "app.yaml").write_text(APP_CONFIG.format(conf=CONF_DIR))
+def study_markdown_of(summary: Any) -> str:
+    from rookworld.sweep.summary import study_markdown
+
+    return study_markdown(summary)
 
 
-def fake_study(tmp_path: Path) -> optuna.Study:
-    return optuna.load_study(study_name="fake", storage=f"sqlite:///{tmp_path / 'outputs/optuna/fake.db'}")
+def test_log_swept_parameters_get_log_axes() -> None:
+    from rookworld.sweep.summary import SweepSummary, TrialResult, outcome_vs_params_figure
 
-
-def study_created(db: Path) -> bool:
-    """Read-only: opening a half-created sqlite study through Optuna would race the sweeper's schema setup."""
-    try:
-        with contextlib.closing(sqlite3.connect(f"file:{db}?mode=ro", uri=True)) as conn:
-            return conn.execute("SELECT COUNT(*) FROM studies WHERE study_name = 'fake'").fetchone()[0] == 1
-    except sqlite3.OperationalError:  # no file or no tables yet
-        return False
-
-
-def wait_for_a_running_job(tmp_path: Path, process: subprocess.Popen[bytes], finished: int, timeout_s: float) -> None:
-    """Until `finished` trials are finished and the next one's job is in its MLflow run (its first step sleeps)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert process.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-        if study_created(tmp_path / "outputs/optuna/fake.db"):
-            trials = fake_study(tmp_path).trials
-            done = sum(t.state.is_finished() for t in trials)
-            if done >= finished and any(t.state == TrialState.RUNNING and "job" in t.user_attrs for t in trials):
-                return
-        time.sleep(0.05)
-    pytest.fail(f"no job running after {finished} finished trials within {timeout_s} s")
-
-
-@pytest.mark.slow
-def test_killed_sweep_resumes_without_losing_or_repeating_trials(tmp_path: Path) -> None:
-    write_app(tmp_path)
-    command = [sys.executable, "app.py", "-m", "step_s=0.6"]
-    with open(tmp_path / "first.log", "wb") as log:
-        first = subprocess.Popen(command, cwd=tmp_path, env=subprocess_env(), stdout=log, stderr=subprocess.STDOUT,
-                                 start_new_session=True)
-        wait_for_a_running_job(tmp_path, first, finished=2, timeout_s=120)
-        os.killpg(first.pid, signal.SIGKILL)
-        first.wait()
-    before = fake_study(tmp_path).trials
-    killed = [t.number for t in before if t.state == TrialState.RUNNING]
-    kept = {t.number: (t.state, t.params, t.value, t.intermediate_values) for t in before if t.state.is_finished()}
-    assert len(killed) == 1 and len(kept) >= 2
-
-    second = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=180)
-    assert second.returncode == 0, second.stderr[-4000:]
-
-    study = fake_study(tmp_path)
-    after = study.trials
-    assert {n: (after[n].state, after[n].params, after[n].value, after[n].intermediate_values) for n in kept} == kept
-    stale = after[killed[0]]
-    assert stale.state == TrialState.FAIL and stale.system_attrs[STALE_ATTR]
-    assert stale.user_attrs[FAIL_REASON_ATTR].startswith("stale: its sweeper process")
-    retries = [t for t in after if t.user_attrs.get(RETRY_OF_ATTR) == stale.number]
-    assert len(retries) == 1 and retries[0].state.is_finished()
-    assert retries[0].params["x"] == stale.params["x"]
-    assert finished_count(study) == 6 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
-    assert len({t.params["x"] for t in after}) == len(after) - 1  # only the retry repeats params: its stale trial's
-    assert {t.state for t in after} <= {TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL}
-
-    client, runs = mlflow_runs(tmp_path)
-    trial_runs = [r for r in runs if r.data.tags.get(ROLE_TAG) == "trial"]
-    per_trial = {n: [r for r in trial_runs if r.data.tags[TRIAL_TAG] == str(n)] for n in range(len(after))}
-    assert all(len(per_trial[n]) == 1 for n in kept)  # no finished trial ran again
-    killed_run = per_trial[stale.number][0]
-    assert killed_run.data.tags[OUTCOME_TAG] == "failed" and killed_run.info.status == "KILLED"
-    assert killed_run.data.tags[STOP_REASON_TAG].startswith("sweep stopped while it ran")
-    assert {r.data.tags[STUDY_TAG] for r in trial_runs} == {"fake"}
-
-
-@pytest.mark.slow
-def test_parallel_jobs_each_report_to_their_own_trial(tmp_path: Path) -> None:
-    write_app(tmp_path)
-    command = [sys.executable, "app.py", "-m", "hydra/launcher=parallel", "hydra.sweeper.n_jobs=2",
-               "hydra.sweeper.n_trials=4", "hydra.sweeper.max_failure_rate=0.5", "tracking=none",
-               "trial.pruner.n_startup_trials=100", "fail_trial=2", "step_s=0.5"]
-    result = subprocess.run(command, cwd=tmp_path, env=subprocess_env(CUDA_VISIBLE_DEVICES="0,1"),
-                            capture_output=True, text=True, timeout=180)
-    assert result.returncode == 0, result.stderr[-4000:]
-
-    trials = fake_study(tmp_path).trials
-    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE, TrialState.FAIL, TrialState.COMPLETE]
-    assert trials[2].user_attrs[FAIL_REASON_ATTR] == "RuntimeError: boom in trial 2"
-    for t in (trials[0], trials[1], trials[3]):
-        x = t.params["x"]
-        assert t.intermediate_values == pytest.approx({s: x * s for s in range(1, 5)})  # its own job's values
-        assert t.value == pytest.approx(4 * x)
-    first, second = trials[0].user_attrs, trials[1].user_attrs
-    assert first["job"]["start"] < second["end"] and second["job"]["start"] < first["end"]  # ran at once
-    jobs = [t.user_attrs["job"] for t in trials]
-    gpu_of = {job["pid"]: job["gpu"] for job in jobs}
-    assert len(gpu_of) == 2 and sorted(gpu_of.values()) == ["0", "1"]  # a GPU per worker process
-    assert all(gpu_of[job["pid"]] == job["gpu"] for job in jobs)     # kept across its trials
+    runs = tuple(TrialResult(f"r{i}", i, "success", "", "FINISHED", 0.1 * i, {"optimizer.lr": str(lr), "kl.coef": str(c)}, 0)
+                 for i, (lr, c) in enumerate([(1e-6, 0.1), (1e-5, 0.2), (1e-4, 0.3)]))
+    summary = SweepSummary("p", "s", "maximize", runs, ("kl.coef", "optimizer.lr"), log_scale=("optimizer.lr",))
+    figure = outcome_vs_params_figure(summary)
+    assert {axes.get_xlabel(): axes.get_xscale() for axes in figure.axes} == {"kl.coef": "linear", "optimizer.lr": "log"}

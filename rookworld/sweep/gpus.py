@@ -1,13 +1,9 @@
-"""A GPU for each trial of a parallel sweep, chosen before CUDA initialises.
+"""A GPU for each worker of a sweep, chosen before CUDA initialises.
 
-`rookworld.train` calls `assign_gpu(cfg)` first thing in every job. It acts only in a multirun with
-`device` auto or cuda, on a machine with GPUs. A parallel launcher (hydra/launcher=parallel: joblib)
-runs trials in worker processes that live across trials, and CUDA reads CUDA_VISIBLE_DEVICES once,
-when it initialises, so a GPU belongs to a process, not to a trial: the first job in a process
-claims a free slot of this sweep on this host and sets CUDA_VISIBLE_DEVICES to the slot's GPU; later
-jobs in the process keep it. Slot k is GPU k mod G of the G visible GPUs, `trial.trials_per_gpu`
-slots per GPU (so 2 per GPU spreads 4 workers over 2 GPUs as 0, 1, 0, 1). A slot is an exclusive
-`flock` on a file in the system temp dir, held until the process exits: a dead worker frees its slot.
+The sweeper (rookworld/sweep/sweeper.py) starts `hydra.sweeper.n_jobs` worker processes and gives
+worker k the environment variable CUDA_VISIBLE_DEVICES = GPU k mod G of the G visible GPUs, so a
+worker's CUDA sees one GPU from its start. `trial.trials_per_gpu` workers share a GPU: n_jobs may
+be at most G x trials_per_gpu. It acts only when `device` is auto or cuda, on a machine with GPUs.
 
 Visible GPUs: CUDA_VISIBLE_DEVICES when set (e.g. by SLURM, or to restrict a sweep to some GPUs),
 else `nvidia-smi`; none (no nvidia-smi, as on a CPU machine): nothing to assign.
@@ -15,27 +11,14 @@ else `nvidia-smi`; none (no nvidia-smi, as on a CPU machine): nothing to assign.
 
 from __future__ import annotations
 
-import fcntl
-import hashlib
 import logging
 import os
 import shutil
 import subprocess
-import tempfile
-from pathlib import Path
-from typing import TextIO
-
-from hydra.core.hydra_config import HydraConfig
-from hydra.types import RunMode
-from omegaconf import DictConfig
 
 from rookworld.config import require
-from rookworld.tracking import absolute_path, hydra_base_dir
 
 log = logging.getLogger(__name__)
-
-_held_slot: int | None = None
-_held_lock: TextIO | None = None  # the open slot file: its flock lasts as long as this process
 
 
 def visible_gpus() -> list[str]:
@@ -53,46 +36,21 @@ def visible_gpus() -> list[str]:
     return [line.strip() for line in listing.stdout.splitlines() if line.strip()]
 
 
-def slot_dir(sweep_dir: Path) -> Path:
-    """Per host (the temp dir) and per sweep (a hash of its absolute dir)."""
-    digest = hashlib.sha1(str(sweep_dir).encode()).hexdigest()[:16]
-    return Path(tempfile.gettempdir()) / "rookworld-gpu-slots" / digest
-
-
-def claim_slot(directory: Path, n_slots: int) -> tuple[int, TextIO]:
-    """The first free slot in [0, n_slots) and its locked file (keep it open to keep the slot)."""
-    directory.mkdir(parents=True, exist_ok=True)
-    for slot in range(n_slots):
-        handle = open(directory / f"slot_{slot}.lock", "w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        return slot, handle
-    raise RuntimeError(f"all {n_slots} GPU slots of this sweep are held by other trials: lower "
-                       "hydra.launcher.n_jobs or raise trial.trials_per_gpu")
-
-
-def _in_multirun() -> bool:
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
-
-
-def assign_gpu(cfg: DictConfig) -> str | None:
-    """Set CUDA_VISIBLE_DEVICES for this job's process (see the module docstring); the GPU or None."""
-    global _held_slot, _held_lock
-    if _held_slot is not None:
-        return os.environ.get("CUDA_VISIBLE_DEVICES")
-    if not _in_multirun() or str(cfg.device) not in ("auto", "cuda"):
-        return None
+def worker_gpus(n_workers: int, trials_per_gpu: object, device: str) -> list[str | None]:
+    """The GPU of each worker (None: no pinning, e.g. device=cpu or no GPU here)."""
+    require(isinstance(trials_per_gpu, int) and not isinstance(trials_per_gpu, bool) and trials_per_gpu >= 1,
+            "trial.trials_per_gpu", trials_per_gpu, "must be an integer >= 1")
+    if device not in ("auto", "cuda"):
+        return [None] * n_workers
     gpus = visible_gpus()
     if not gpus:
-        return None
-    per_gpu = cfg.trial.trials_per_gpu
-    require(isinstance(per_gpu, int) and per_gpu >= 1, "trial.trials_per_gpu", per_gpu, "must be an integer >= 1")
-    sweep_dir = absolute_path(str(HydraConfig.get().sweep.dir), hydra_base_dir())
-    _held_slot, _held_lock = claim_slot(slot_dir(sweep_dir), len(gpus) * per_gpu)
-    gpu = gpus[_held_slot % len(gpus)]
-    os.environ["CUDA_VISIBLE_DEVICES"] = gpu
-    log.info("GPU slot %d of this sweep: CUDA_VISIBLE_DEVICES=%s", _held_slot, gpu)
-    return gpu
+        return [None] * n_workers
+    slots = len(gpus) * trials_per_gpu
+    require(n_workers <= slots, "hydra.sweeper.n_jobs", n_workers,
+            f"at most {slots} workers: {len(gpus)} GPUs x trial.trials_per_gpu={trials_per_gpu}")
+    return [gpus[k % len(gpus)] for k in range(n_workers)]
+
+
+def worker_threads(n_workers: int) -> int:
+    """CPU threads per worker: the cores shared out, at least one."""
+    return max(1, (os.cpu_count() or 1) // n_workers)

@@ -1,7 +1,16 @@
-"""Hydra callback giving a multirun one MLflow parent run, summarised when the sweep ends.
+"""MLflow parent runs of sweeps: one per Optuna study (rookworld's sweeper), or one per plain multirun.
 
-Registered by conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`); it acts only in a
-multirun with `tracking.backend: mlflow`.
+**Optuna sweeps** (rookworld's sweeper, rookworld/sweep/sweeper.py): one parent run per *study*,
+whatever the number of launches, machines and resumes. Under the study's lock, the first launch
+creates it and stores its id in the study's user attr `rookworld:mlflow_parent`; later launches
+(and resumes) reopen it (`study_parent_run`). Each launch writes the id to its launch folder's
+`.mlflow_parent_run`, where every trial's Tracker finds it. The launch that sees the study
+finished summarises it onto the parent and ends it (`finish_study_parent`); a trial run left
+`running` by a killed worker is ended `failed` (`end_orphan_runs`).
+
+**Other multiruns** (Hydra's basic sweeper, `-m key=a,b`): the Hydra callback below, registered by
+conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), acts in a multirun with
+`tracking.backend: mlflow` whose sweeper is not rookworld's.
 
 - `on_multirun_start`, before any job: opens the store (this creates a fresh sqlite DB once, so
   parallel jobs never race on its creation), gets or creates the experiment, creates the parent
@@ -26,9 +35,12 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.tracking import (
+    OUTCOME_TAG,
     OVERRIDES_TAG,
     ROLE_TAG,
+    STOP_REASON_TAG,
     STUDY_TAG,
+    TRIAL_TAG,
     TrackingSettings,
     absolute_path,
     get_or_create_experiment,
@@ -39,14 +51,76 @@ from rookworld.tracking import (
 from rookworld.sweep.context import ParentRef, study_name, write_parent_ref
 
 if TYPE_CHECKING:
+    import optuna
     from mlflow import MlflowClient
 
 log = logging.getLogger(__name__)
 SWEEP_DIR_TAG = "rookworld.sweep_dir"
 
 
+PARENT_ATTR = "rookworld:mlflow_parent"  # the study's user attr holding its parent run (ParentRef fields)
+ROOKWORLD_SWEEPER = "rookworld.sweep.sweeper.RookworldOptunaSweeper"
+
+
 def tracking_enabled(config: DictConfig) -> bool:
     return OmegaConf.select(config, "tracking.backend", default=None) == "mlflow"
+
+
+def rookworld_sweeper(config: DictConfig) -> bool:
+    return OmegaConf.select(config, "hydra.sweeper._target_", default=None) == ROOKWORLD_SWEEPER
+
+
+def study_parent_run(config: DictConfig, study: optuna.Study) -> tuple[MlflowClient, ParentRef]:
+    """The study's parent run, created once (call it under the study's lock), reopened if it had ended."""
+    settings = TrackingSettings.from_config(config.tracking, hydra_base_dir())
+    client = open_store(settings)
+    stored = study.user_attrs.get(PARENT_ATTR)
+    if stored and stored.get("tracking_uri") == settings.uri:
+        parent = ParentRef(**stored)
+        if client.get_run(parent.run_id).info.status != "RUNNING":
+            client.update_run(parent.run_id, status="RUNNING")
+            log.info("MLflow parent run %s of study %s reopened", parent.run_id, study.study_name)
+        return client, parent
+    experiment_id = get_or_create_experiment(client, settings)
+    tags = {ROLE_TAG: "sweep_parent", STUDY_TAG: study.study_name,
+            OVERRIDES_TAG: overrides_tag(config.hydra.overrides.task)}
+    run = client.create_run(experiment_id, run_name=study.study_name, tags=tags)
+    parent = ParentRef(run.info.run_id, experiment_id, settings.uri)
+    study.set_user_attr(PARENT_ATTR, parent.__dict__)
+    log.info("MLflow parent run %s for study %s", parent.run_id, study.study_name)
+    return client, parent
+
+
+def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Study) -> int:
+    """End the study's trial runs still `running` whose Optuna trial is no longer RUNNING (a killed worker)."""
+    from rookworld.sweep.summary import fetch_study_runs
+
+    states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
+    ended = 0
+    for run in fetch_study_runs(client, experiment_id, study.study_name):
+        number = run.data.tags.get(TRIAL_TAG, "")
+        if run.data.tags.get(OUTCOME_TAG) != "running" or not number.isdigit():
+            continue
+        state = states.get(int(number))
+        if state is None or state.name == "RUNNING":
+            continue
+        client.set_tag(run.info.run_id, OUTCOME_TAG, "failed")
+        client.set_tag(run.info.run_id, STOP_REASON_TAG,
+                       f"its worker stopped while it ran (killed sweep or lost machine): Optuna trial {number} {state.name}")
+        client.set_terminated(run.info.run_id, status="KILLED")
+        ended += 1
+    return ended
+
+
+def finish_study_parent(client: MlflowClient, parent: ParentRef, study: optuna.Study, top_k: int,
+                        log_scale: tuple[str, ...]) -> str:
+    """Summarise the study (Optuna states) and its children (MLflow) onto the parent and end it."""
+    from rookworld.sweep.summary import fetch_study_runs, log_study_summary, summarise_study
+
+    end_orphan_runs(client, parent.experiment_id, study)
+    summary = summarise_study(study, fetch_study_runs(client, parent.experiment_id, study.study_name))
+    log_study_summary(client, parent.run_id, summary)
+    return finish_parent_run(client, parent.run_id, summary.direction, top_k, log_scale)
 
 
 def sweep_direction(config: DictConfig) -> Any:
@@ -76,13 +150,13 @@ def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
 
 
 def finish_parent_run(
-    client: MlflowClient, parent_run_id: str, direction: Any, top_k: int
+    client: MlflowClient, parent_run_id: str, direction: Any, top_k: int, log_scale: tuple[str, ...] = ()
 ) -> str:
     """Summarise the children onto the parent, end it, and return the markdown summary."""
     from rookworld.sweep.summary import log_summary, summarise_children, summary_markdown
 
     try:
-        summary = summarise_children(client, parent_run_id, direction)
+        summary = summarise_children(client, parent_run_id, direction, log_scale)
         log_summary(client, summary, top_k)
     except Exception:
         client.set_terminated(parent_run_id, status="FAILED")
@@ -99,7 +173,7 @@ class MLflowSweepCallback(Callback):
         self._parent: ParentRef | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not tracking_enabled(config):
+        if not tracking_enabled(config) or rookworld_sweeper(config):  # that sweeper has a parent per study
             return
         try:
             self._client, self._parent = start_parent_run(config)

@@ -44,7 +44,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
-from rookworld.sweep.study import open_storage, trial_id
+from rookworld.sweep.study import OUTCOME_ATTR, open_storage, trial_id
 from rookworld.tracking import hydra_base_dir
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ PRUNERS: dict[str, type[BasePruner]] = {
     "threshold": ThresholdPruner,
     "wilcoxon": WilcoxonPruner,
 }
-OUTCOME_ATTR = "rookworld:outcome"  # trial user attr: the run's outcome when it ends unpruned
 
 
 @dataclass(frozen=True)

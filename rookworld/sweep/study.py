@@ -3,10 +3,12 @@
 Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the pruning hook
 (rookworld/sweep/pruning.py, in each job).
 
-- Storage URLs: any SQLAlchemy URL Optuna's RDBStorage takes (`sqlite:///outputs/optuna/x.db`,
-  `postgresql://user@host/db`), or `journal:PATH` for Optuna's JournalStorage on a file. Relative
-  sqlite and journal paths are relative to the launch directory (Hydra's runtime.cwd), in the
-  sweep process and in every job alike.
+- Storage URLs: `journal:PATH` for Optuna's JournalStorage on a file, `sqlite:///PATH`, or
+  `postgresql://user@host/db` (driver psycopg2: `postgresql://` means `postgresql+psycopg2://`; the
+  `postgresql` extra installs it). Relative sqlite and journal paths are relative to the launch
+  directory (Hydra's runtime.cwd), in the sweep process and in every worker alike. A database's
+  tables are created under the storage lock (rookworld/sweep/lock.py), so sweeps started at the
+  same moment on a fresh database do not race.
 - Trial number: the sweeper adds each trial's own number as the param `trial.number` (an int
   distribution with low == high, which samplers ignore), so the job receives it as the override
   `trial.number=N` and can bind to its trial.
@@ -47,9 +49,11 @@ STALE_ATTR = "rookworld:stale"
 RETRY_OF_ATTR = "rookworld:retry_of"
 RETRIES_ATTR = "rookworld:retries"
 FAIL_REASON_ATTR = "fail_reason"
+OUTCOME_ATTR = "rookworld:outcome"  # trial user attr: the run's outcome (success, kl_failure, ...)
 JOURNAL_PREFIX = "journal:"
 _SQLITE_PREFIX = "sqlite:///"
-STORAGE_ERRORS = (ImportError, ValueError, SQLAlchemyError)  # open_storage: a bad URL, a missing DB driver, no server
+STORAGE_ERRORS = (ImportError, ValueError, SQLAlchemyError, OSError)  # open_storage: a bad URL, no driver, no server
+POSTGRES_DRIVER = "psycopg2"  # `pip install 'rookworld[postgresql]'` (psycopg2-binary)
 _SQLITE_LOCK_TIMEOUT_S = 60  # parallel jobs wait for SQLite's write lock instead of failing after 5 s
 
 
@@ -64,17 +68,33 @@ def storage_file(url: str, base_dir: str) -> Path | None:
     return Path(url[len(_SQLITE_PREFIX) :]) if url.startswith(_SQLITE_PREFIX) else None
 
 
+def database_url(url: str) -> str:
+    """`postgresql://` pinned to the driver we document (SQLAlchemy 2.1 would otherwise pick psycopg 3)."""
+    return f"postgresql+{POSTGRES_DRIVER}://" + url[len("postgresql://") :] if url.startswith("postgresql://") else url
+
+
+class MissingDriverError(ImportError):
+    """A database URL whose driver module is not installed; the message names the module."""
+
+
 def open_storage(url: str, base_dir: str) -> BaseStorage:
     """The storage a URL names (see the module docstring); parent folders of file stores are created."""
+    from rookworld.sweep.lock import storage_lock
+
     path = storage_file(url, base_dir)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     if url.startswith(JOURNAL_PREFIX):
         return JournalStorage(JournalFileBackend(str(path)))
-    if path is not None:
-        timeout = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
-        return RDBStorage(f"{_SQLITE_PREFIX}{path}", engine_kwargs=timeout)
-    return RDBStorage(url)
+    try:
+        with storage_lock(url, base_dir, "schema"):  # fresh databases: one process creates the tables
+            if path is not None:
+                timeout = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
+                return RDBStorage(f"{_SQLITE_PREFIX}{path}", engine_kwargs=timeout)
+            return RDBStorage(database_url(url))
+    except ModuleNotFoundError as error:
+        raise MissingDriverError(f"the database driver module {error.name!r} is not installed (for PostgreSQL: "
+                                 "pip install 'rookworld[postgresql]', i.e. psycopg2-binary)") from error
 
 
 def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
@@ -212,12 +232,12 @@ def stale_reason(trial: FrozenTrial, grace_s: float) -> str | None:
     if owned is None:
         started = trial.datetime_start
         age = (datetime.now(started.tzinfo) - started).total_seconds() if started else float("inf")
-        return f"running {age:.0f} s with no sweeper heartbeat" if age > grace_s else None
+        return f"running {age:.0f} s with no worker heartbeat" if age > grace_s else None
     owner, heartbeat = owned
     if owner.gone():
-        return f"its sweeper process {owner} is gone"
+        return f"its worker process {owner} is gone"
     silence = time.time() - heartbeat
-    return f"no heartbeat from its sweeper {owner} for {silence:.0f} s" if silence > grace_s else None
+    return f"no heartbeat from its worker {owner} for {silence:.0f} s" if silence > grace_s else None
 
 
 def resolve_stale_trials(study: optuna.Study, storage: BaseStorage, grace_s: float, retries: int) -> list[StaleTrial]:

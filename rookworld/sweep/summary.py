@@ -90,6 +90,7 @@ class SweepSummary:
     direction: str
     trials: tuple[TrialResult, ...]
     swept_params: tuple[str, ...]
+    log_scale: tuple[str, ...] = ()  # params swept on a log scale: log axes in the plots
 
     @property
     def counts(self) -> dict[str, int]:
@@ -158,7 +159,7 @@ def swept_params(trials: Sequence[TrialResult]) -> tuple[str, ...]:
 
 
 def summarise_children(
-    client: MlflowClient, parent_run_id: str, direction: Any = "maximize"
+    client: MlflowClient, parent_run_id: str, direction: Any = "maximize", log_scale: Sequence[str] = ()
 ) -> SweepSummary:
     parent = client.get_run(parent_run_id)
     children = search_all_runs(client, parent.info.experiment_id, f"tags.{PARENT_TAG} = '{parent_run_id}'")
@@ -172,6 +173,7 @@ def summarise_children(
         direction=normalise_direction(direction),
         trials=tuple(trials),
         swept_params=swept_params(trials),
+        log_scale=tuple(log_scale),
     )
 
 
@@ -180,6 +182,17 @@ def summarise_children(
 
 def _fmt_objective(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
+
+
+def _fmt_number_text(text: str | None) -> str:
+    """An MLflow param (text) rounded to 4 significant digits when it is a non-integer number."""
+    if text is None:
+        return "-"
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return text if value.is_integer() and "e" not in text.lower() and "." not in text else f"{value:.4g}"
 
 
 def summary_markdown(summary: SweepSummary) -> str:
@@ -191,14 +204,16 @@ def summary_markdown(summary: SweepSummary) -> str:
         f"{len(summary.trials)} trials ({counts or 'none'}); objective: {summary.direction}.",
     ]
     if best is not None:
-        chosen = ", ".join(f"{k}={best.params.get(k, '-')}" for k in summary.swept_params)
+        chosen = ", ".join(f"{k}={_fmt_number_text(best.params.get(k))}" for k in summary.swept_params)
         lines.append(
             f"Best: trial {best.trial} objective {_fmt_objective(best.objective)}"
             f" ({chosen or 'no swept params'}), run {best.run_id}."
         )
+    else:
+        lines.append("Best: none (no trial succeeded).")
     header = ["trial", "outcome", "objective", *summary.swept_params, "run", "stop reason"]
     rows = [["-" if t.trial is None else str(t.trial), t.outcome, _fmt_objective(t.objective),
-             *(t.params.get(k, "-") for k in summary.swept_params), t.run_id[:8], t.stop_reason]
+             *(_fmt_number_text(t.params.get(k)) for k in summary.swept_params), t.run_id[:8], t.stop_reason]
             for t in summary.trials]
     return "\n".join(lines + [""] + markdown_table(header, rows)) + "\n"
 
@@ -300,6 +315,12 @@ def _axis_values(values: list[str | None]) -> tuple[list[float], list[str] | Non
 
 def plot_outcome_vs_params(summary: SweepSummary, path: Path) -> Path:
     """One panel per swept param: objective against value, coloured by outcome (no objective: x)."""
+    outcome_vs_params_figure(summary).savefig(path, dpi=110)
+    return path
+
+
+def outcome_vs_params_figure(summary: SweepSummary) -> Any:
+    """The figure of plot_outcome_vs_params; log-swept params on log axes."""
     params = summary.swept_params[:_MAX_PARAM_PLOTS] or ("(none swept)",)
     columns = min(3, len(params))
     rows = math.ceil(len(params) / columns)
@@ -312,11 +333,12 @@ def plot_outcome_vs_params(summary: SweepSummary, path: Path) -> Path:
             _scatter_trial(axes, x, t, floor)
         if categories is not None:
             axes.set_xticks(range(len(categories)), categories, rotation=30, fontsize="small")
+        elif key in summary.log_scale:
+            axes.set_xscale("log")
         axes.set(xlabel=key, ylabel=OBJECTIVE_METRIC)
     _outcome_legend(figure.axes[0], {t.outcome for t in summary.trials})
     figure.suptitle(f"Objective and outcome against swept parameters\n{summary.study}", fontsize="small")
-    figure.savefig(path, dpi=110)
-    return path
+    return figure
 
 
 def plot_reward_curves(
@@ -386,7 +408,7 @@ def log_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> 
     if best is not None:
         values["sweep.best_objective"] = best.objective
         tags.update({"sweep.best_run_id": best.run_id, "sweep.best_trial": str(best.trial)})
-        tags.update({f"sweep.best.{k}": best.params.get(k, "") for k in summary.swept_params})
+        tags.update({f"sweep.best.{k}": _fmt_number_text(best.params.get(k, "")) for k in summary.swept_params})
     _log_values_and_tags(client, run_id, values, tags, step=len(summary.trials))
 
 
@@ -403,7 +425,7 @@ class StudyTrial:
     state: str  # Optuna state: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
     value: float | None  # the objective told to Optuna (COMPLETE only)
     last_step: int | None  # last step reported to the pruner (where a pruned trial stopped)
-    outcome: str  # rookworld.outcome of its latest MLflow run; "-" without one
+    outcome: str  # rookworld.outcome of its latest MLflow run, else the trial's user attr `outcome`; "-" if neither
     params: dict[str, Any]  # swept params, trial.number left out
     note: str  # why it failed, which trial it retries
 
@@ -424,6 +446,10 @@ class StudySummary:
     @property
     def outcome_counts(self) -> dict[str, int]:
         return dict(Counter(t.outcome for t in self.trials if t.outcome != _NO_RUN))
+
+    @property
+    def finished(self) -> int:
+        return sum(t.state in ("COMPLETE", "PRUNED", "FAIL") for t in self.trials)
 
     @property
     def best(self) -> StudyTrial | None:
@@ -466,7 +492,7 @@ def _trial_note(trial: FrozenTrial) -> str:
 
 def study_trial(trial: FrozenTrial, outcome: str) -> StudyTrial:
     """`outcome`: its MLflow run's; without one, the outcome its job recorded on the trial (if any)."""
-    from rookworld.sweep.pruning import OUTCOME_ATTR
+    from rookworld.sweep.study import OUTCOME_ATTR
 
     if outcome == _NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, _NO_RUN))

@@ -1,0 +1,83 @@
+"""The search space of a sweep: `hydra.sweeper.params` and the command line, as Optuna distributions.
+
+Parsing is hydra-optuna-sweeper's (`create_params_from_overrides`: choice(...) -> categorical,
+interval(a, b) -> float or int, tag(log, interval(a, b)) -> log scale, range(...) -> stepped).
+Plain overrides (`sweeps=smoke`, `steps=2`) are fixed: every trial gets them.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
+from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
+
+from rookworld.config import ConfigError
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    distributions: dict[str, BaseDistribution]
+    fixed: tuple[str, ...]  # overrides every trial gets
+
+    @classmethod
+    def parse(cls, params: dict[str, str], arguments: list[str]) -> SearchSpace:
+        lines = [f"{k}={v}" for k, v in params.items()] + list(arguments)
+        try:
+            distributions, fixed_params, fixed_overrides = create_params_from_overrides(lines)
+        except Exception as error:  # the grammar's own errors: one line naming the sweep
+            raise ConfigError(f"hydra.sweeper.params={params}: {' '.join(str(error).split())}") from error
+        for name in fixed_params:
+            distributions.pop(name, None)  # fixed on the command line: not searched
+        fixed = tuple(f"{k}={v}" for k, v in fixed_params.items()) + tuple(fixed_overrides)
+        return cls(distributions, fixed)
+
+    def overrides(self, params: dict[str, Any]) -> list[str]:
+        """A trial's overrides: the fixed ones, then its sampled params."""
+        return [*self.fixed, *(f"{k}={_override_value(v)}" for k, v in params.items())]
+
+    def probes(self) -> list[dict[str, Any]]:
+        """Param sets that together touch every choice and both ends of every range (for validation)."""
+        count = max([2] + [len(d.choices) for d in self.distributions.values()
+                           if isinstance(d, CategoricalDistribution)])
+        return [{name: _probe_value(d, i) for name, d in self.distributions.items()} for i in range(count)]
+
+    def log_scale(self) -> tuple[str, ...]:
+        return tuple(k for k, d in self.distributions.items() if getattr(d, "log", False))
+
+    def grid(self) -> dict[str, list[Any]]:
+        """The grid sampler's search space: every param must be a choice."""
+        for name, d in self.distributions.items():
+            if not isinstance(d, CategoricalDistribution):
+                raise ConfigError(f"hydra.sweeper.params.{name}={d}: the grid sampler needs choice(...) params")
+        return {name: list(d.choices) for name, d in self.distributions.items()}
+
+
+def _probe_value(distribution: BaseDistribution, index: int) -> Any:
+    if isinstance(distribution, CategoricalDistribution):
+        return distribution.choices[index % len(distribution.choices)]
+    assert isinstance(distribution, (FloatDistribution, IntDistribution))
+    return distribution.low if index % 2 == 0 else distribution.high
+
+
+def _override_value(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def make_sampler(config: dict[str, Any], seed_offset: int, space: SearchSpace) -> Any:
+    """The sampler of `hydra.sweeper.sampler`, its seed (if any) shifted by `seed_offset`."""
+    from hydra.utils import instantiate
+
+    config = dict(config)
+    if config.get("seed") is not None:
+        config["seed"] = int(config["seed"]) + seed_offset
+    try:
+        sampler = instantiate(config, _execution_whitelist_=("hydra_plugins.hydra_optuna_sweeper.*",
+                                                              "optuna.samplers.*"))
+    except Exception as error:
+        raise ConfigError(f"hydra.sweeper.sampler={config}: {' '.join(str(error).split())}"[:600]) from error
+    if isinstance(sampler, functools.partial):  # the grid sampler takes the search space
+        sampler = sampler(space.grid())
+    return sampler

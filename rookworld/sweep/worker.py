@@ -1,0 +1,270 @@
+"""A sweep worker: one long-lived process that runs trials of a shared Optuna study until it is done.
+
+The sweeper (rookworld/sweep/sweeper.py) starts `python -m rookworld.sweep.worker SPEC INDEX` once
+per GPU slot, with CUDA_VISIBLE_DEVICES already set. SPEC is the sweep, pickled by the sweeper:
+Hydra's context, the sweep's config, where the task function lives (imported again here: a module,
+or the script's file), the settings and the search space. The worker loops:
+
+1. **ask**, under the study's lock (rookworld/sweep/lock.py): fail stale RUNNING trials (their
+   worker died) and re-queue them; stop if the study already holds `n_trials` trials (finished or
+   running, stale failures not counted: `n_trials` is the study's total over every worker and
+   machine), or if the share of failed trials exceeds `max_failure_rate`; else ask the study for a
+   trial (a re-queued one first) with its params sampled, and stamp it with this worker's heartbeat;
+2. **run** it in this process, as a Hydra job: the sweep config plus the fixed overrides, the
+   sampled params and `trial.number=N`, composed by Hydra; its own folder `trial_N` with
+   `.hydra/config.yaml`, `overrides.yaml` and its log (Hydra's run_job);
+3. **tell** the result: COMPLETE with the returned objective (a RunResult's `objective`; its
+   `outcome` becomes the user attr `outcome`), or FAIL with the exception in one line (user attr
+   `fail_reason`); a trial its job ended PRUNED stays PRUNED.
+
+Each worker's sampler is seeded `seed + 10000 x launch + index` (launch: the study's count of sweep
+launches, taken under the lock), so no two workers, on any machine, draw the same sequence.
+The worker dies with its sweeper: PR_SET_PDEATHSIG (SIGKILL) and a parent-pid check every second.
+Its timeline (ready, each trial's start and end) goes to `<launch dir>/.sweep/worker_<INDEX>.jsonl`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import logging
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, open_dict
+
+from rookworld.sweep.settings import SweepSettings
+from rookworld.sweep.space import SearchSpace
+
+log = logging.getLogger(__name__)
+
+PARENT_PID_ENV = "ROOKWORLD_SWEEP_PARENT"
+SEED_STRIDE = 10_000  # seed offset between launches; workers of one launch take offsets 0, 1, ...
+TOO_MANY_FAILURES_EXIT = 3
+_PR_SET_PDEATHSIG = 1
+
+
+@dataclass
+class WorkerSpec:
+    """Everything a worker needs, written once by the sweeper."""
+
+    hydra_context: HydraContext
+    config: DictConfig
+    task: TaskRef
+    settings: SweepSettings
+    space: SearchSpace
+    launch_dir: str
+    launch: int
+    base_dir: str
+    singletons: dict[Any, Any]  # Hydra's singletons (job name, config store), as its joblib launcher passes them
+
+
+class TooManyFailures(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class TaskRef:
+    """The @hydra.main function of the sweep: its module (or the script's file when it ran as a script)."""
+
+    module: str | None
+    path: str | None
+    qualname: str
+
+    @classmethod
+    def of(cls, task: TaskFunction) -> TaskRef:
+        module = sys.modules[task.__module__]
+        if task.__module__ != "__main__":
+            return cls(task.__module__, None, task.__qualname__)
+        spec = getattr(module, "__spec__", None)  # `python -m package.module`: its import name
+        return cls(spec.name if spec is not None else None, getattr(module, "__file__", None), task.__qualname__)
+
+    def load(self) -> TaskFunction:
+        import importlib
+        import importlib.util
+        import inspect
+
+        if self.module is not None:
+            module = importlib.import_module(self.module)
+        else:
+            assert self.path is not None, "the sweep's task function has neither a module nor a file"
+            spec = importlib.util.spec_from_file_location("__rookworld_task__", self.path)
+            assert spec is not None and spec.loader is not None
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[spec.name] = module
+            spec.loader.exec_module(module)  # its `if __name__ == "__main__"` block does not run
+        return inspect.unwrap(getattr(module, self.qualname))  # the function under @hydra.main
+
+
+def die_with_parent(parent_pid: int) -> None:
+    """Exit as soon as the sweeper does, however it ends (even SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before prctl took effect
+        os._exit(1)
+
+    def watch() -> None:
+        while os.getppid() == parent_pid:
+            time.sleep(1.0)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="rookworld-parent-watch", daemon=True).start()
+
+
+def timeline_path(launch_dir: str | Path, index: int) -> Path:
+    return Path(launch_dir) / ".sweep" / f"worker_{index}.jsonl"
+
+
+class Worker:
+    def __init__(self, spec: WorkerSpec, index: int) -> None:
+        import optuna
+
+        from rookworld.sweep.space import make_sampler
+        from rookworld.sweep.study import Heartbeat, open_storage
+
+        self.spec, self.index = spec, index
+        self.task_function = spec.task.load()
+        settings = spec.settings
+        self.storage = open_storage(settings.storage, spec.base_dir)
+        sampler = make_sampler(settings.sampler, SEED_STRIDE * spec.launch + index, spec.space)
+        self.study = optuna.load_study(study_name=settings.study_name, storage=self.storage, sampler=sampler)
+        self.heartbeat = Heartbeat(self.storage, settings.heartbeat_interval_s)
+        self._timeline = open(timeline_path(spec.launch_dir, index), "a", buffering=1)
+
+    def event(self, name: str, **fields: Any) -> None:
+        self._timeline.write(json.dumps({"event": name, "t": time.time(), "worker": self.index, **fields}) + "\n")
+
+    def run(self) -> int:
+        self.event("ready", pid=os.getpid(), gpu=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        with self.heartbeat:
+            while True:
+                try:
+                    trial = self.ask()
+                except TooManyFailures as error:
+                    print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
+                    return TOO_MANY_FAILURES_EXIT
+                if trial is None:
+                    self.event("done")
+                    return 0
+                self.event("start", trial=trial.number)
+                result = self.run_trial(trial)
+                state = self.tell(trial, result)
+                self.event("end", trial=trial.number, state=state)
+
+    # ---------------------------------------------------------------- ask
+
+    def ask(self) -> Any:
+        """The next trial of the study, or None when it has its n_trials (see the module docstring)."""
+        from optuna.trial import TrialState
+
+        from rookworld.sweep.lock import storage_lock
+        from rookworld.sweep.study import is_stale_failure, resolve_stale_trials, trial_id
+
+        s = self.spec.settings
+        with storage_lock(s.storage, self.spec.base_dir, f"study:{s.study_name}"):
+            resolve_stale_trials(self.study, self.storage, s.grace_period_s, s.stale_retries)
+            counted = [t for t in self.study.get_trials(deepcopy=False)
+                       if t.state != TrialState.WAITING and not is_stale_failure(t)]
+            if len(counted) >= s.n_trials:
+                return None
+            finished = [t for t in counted if t.state.is_finished()]
+            failed = sum(t.state == TrialState.FAIL for t in finished)
+            if len(finished) >= s.n_jobs and failed / len(finished) > s.max_failure_rate:
+                raise TooManyFailures(f"hydra.sweeper.max_failure_rate={s.max_failure_rate}: {failed} of "
+                                      f"{len(finished)} finished trials failed (see their fail_reason): stopping")
+            trial = self.study.ask(fixed_distributions=self.spec.space.distributions)
+            self.heartbeat.own(trial_id(self.storage, s.study_name, trial.number))
+        return trial
+
+    # ---------------------------------------------------------------- run
+
+    def job_overrides(self, trial: Any) -> list[str]:
+        return [*self.spec.space.overrides(trial.params), f"trial.number={trial.number}",
+                f"hydra.sweep.dir='{self.spec.launch_dir}'"]
+
+    def run_trial(self, trial: Any) -> JobReturn:
+        spec = self.spec
+        config = spec.hydra_context.config_loader.load_sweep_config(spec.config, self.job_overrides(trial))
+        with open_dict(config):
+            config.hydra.job.id = str(trial.number)
+            config.hydra.job.num = trial.number
+        try:
+            return run_job(hydra_context=spec.hydra_context, task_function=self.task_function, config=config,
+                           job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+        finally:
+            configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
+                          execution_whitelist=spec.hydra_context.execution_whitelist)
+
+    # ---------------------------------------------------------------- tell
+
+    def tell(self, trial: Any, job: JobReturn) -> str:
+        from optuna.trial import TrialState
+
+        from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, trial_id
+        from rookworld.tracking import one_line
+
+        bound = trial_id(self.storage, self.spec.settings.study_name, trial.number)
+        if self.storage.get_trial(bound).state.is_finished():  # its job pruned it
+            return self.storage.get_trial(bound).state.name
+        if job.status == JobStatus.COMPLETED:
+            returned = job.return_value
+            outcome = getattr(returned, "outcome", None)
+            if outcome is not None:
+                self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
+            try:
+                value = float(getattr(returned, "objective", returned))
+            except (TypeError, ValueError):
+                reason = f"the task returned {returned!r}, not a float objective"
+            else:
+                return self._tell(trial, bound, values=value)
+        else:
+            reason = _job_error(job)
+        log.warning("trial %d failed: %s", trial.number, reason)
+        self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, reason)
+        return self._tell(trial, bound, state=TrialState.FAIL)
+
+    def _tell(self, trial: Any, bound: int, **result: Any) -> str:
+        try:
+            self.study.tell(trial, skip_if_finished=True, **result)
+        except RuntimeError as error:  # the grid sampler calls study.stop() once its grid is done; told anyway
+            if "Study.stop" not in str(error):
+                raise
+        return self.storage.get_trial(bound).state.name
+
+
+def _job_error(job: JobReturn) -> str:
+    from rookworld.tracking import one_line
+
+    try:
+        _ = job.return_value  # a FAILED job's return_value raises its exception
+    except Exception as error:  # noqa: BLE001 - recorded, not handled
+        return one_line(error)
+    return "the job failed without an exception"
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent(int(os.environ[PARENT_PID_ENV]))
+    spec_path, index = argv
+    with open(spec_path, "rb") as handle:
+        spec: WorkerSpec = pickle.load(handle)
+    setup_globals()
+    from omegaconf.basecontainer import BaseContainer
+
+    Singleton.set_state({**spec.singletons, "omegaconf_resolvers": BaseContainer._resolvers})  # this process's own
+    configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
+                  execution_whitelist=spec.hydra_context.execution_whitelist)
+    return Worker(spec, int(index)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,135 @@
+"""Shared helpers for sweep tests: the tiny real sweep command, a real PostgreSQL server, process trees.
+
+TINY_SWEEP is `sweeps=smoke` cut to one training step of the random tiny model (conf/model/tiny.yaml)
+on two held-out problems: each trial is a real `rookworld.train` run, seconds long on a CPU.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import optuna
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))  # apt's layout
+PG_BIN = PG_BINS[-1].parent if PG_BINS else Path("/usr/lib/postgresql/VERSION/bin")
+TINY_SWEEP = ["sweeps=smoke", "model=tiny", "steps=1", "eval.every=0", "eval.num_policy=2", "eval.num_arbiter=2",
+              "trial/pruner=none"]
+
+
+def subprocess_env(**extra: str) -> dict[str, str]:
+    """This environment for a sweep subprocess: our checkout first, no inherited stores, one thread per
+    worker (several sweeps share a small CI machine: more threads only spin against each other)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "CUDA_VISIBLE_DEVICES", "ROOKWORLD_OPTUNA_STORAGE")}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    return {**env, "OMP_NUM_THREADS": "1", **extra}
+
+
+def sweep_command(*overrides: str) -> list[str]:
+    """`python -m rookworld.train -m` on the tiny sweep, plus overrides."""
+    return [sys.executable, "-m", "rookworld.train", "-m", *TINY_SWEEP, *overrides]
+
+
+def load_study(url: str, name: str = "smoke") -> optuna.Study:
+    from rookworld.sweep.study import open_storage
+
+    return optuna.load_study(study_name=name, storage=open_storage(url, "/"))
+
+
+def mlflow_runs(directory: Path) -> list[Any]:
+    """Every run of the `rookworld` experiment in `directory`/mlflow.db (none if there is no store)."""
+    from mlflow import MlflowClient
+
+    if not (directory / "mlflow.db").exists():
+        return []
+    client = MlflowClient(tracking_uri=f"sqlite:///{directory / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("rookworld")
+    return [] if experiment is None else client.search_runs([experiment.experiment_id])
+
+
+# ---------------------------------------------------------------- processes
+
+
+def descendants(pid: int) -> set[int]:
+    """Every live process below `pid` (from /proc)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(ppid, []).append(int(entry.name))
+    found, todo = set(), [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
+    return found
+
+
+def alive(pid: int) -> bool:
+    """True for a running process; a zombie (dead, not yet reaped) is not alive."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    return "\nState:\tZ" not in status
+
+
+# ---------------------------------------------------------------- a real PostgreSQL server
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _as_postgres(*command: str) -> list[str]:
+    """Run as the `postgres` user when we are root (PostgreSQL refuses to run as root)."""
+    if os.geteuid() != 0:
+        return list(command)
+    runner = shutil.which("runuser")
+    return [runner, "-u", "postgres", "--", *command] if runner else ["su", "postgres", "-c", " ".join(command)]
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A fresh PostgreSQL server on 127.0.0.1 for this test session; its URL (database `optuna`)."""
+    if not (PG_BIN / "initdb").exists():
+        pytest.skip(f"PostgreSQL server binaries not found in {PG_BIN} (apt-get install postgresql)")
+    pytest.importorskip("psycopg2", reason="the PostgreSQL driver: pip install 'rookworld[postgresql]'")
+    root = Path(tempfile.mkdtemp(prefix="rookworld-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(root, "postgres")
+    data, port = root / "data", _free_port()
+    run = lambda *c: subprocess.run(_as_postgres(*c), check=True, capture_output=True, timeout=120)  # noqa: E731
+    run(str(PG_BIN / "initdb"), "-D", str(data), "-A", "trust", "-U", "postgres")
+    run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-l", str(root / "server.log"), "-w", "start", "-o",
+        f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200")
+    try:
+        run(str(PG_BIN / "createdb"), "-h", "127.0.0.1", "-p", str(port), "-U", "postgres", "optuna")
+        yield f"postgresql://postgres@127.0.0.1:{port}/optuna"
+    finally:
+        run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def wait_for(condition: Any, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout_s:.0f} s waiting for {what}")
+        time.sleep(0.2)

@@ -1,0 +1,190 @@
+"""Real sweeps end to end: `python -m rookworld.train -m` on the tiny model (CPU), a real Optuna storage
+(JournalStorage file, or a PostgreSQL server on 127.0.0.1) and a real sqlite MLflow store.
+
+- three sweep processes started at once share one study: exactly n_trials trials, no repeated params,
+  one MLflow parent with every trial under it, every run ended;
+- SIGKILL of a sweep leaves no worker behind; the same command resumes and completes the study;
+- bad input: one line `rookworld: error: ...`, exit 2, nothing started.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+from sweep_helpers import (  # noqa: F401  (postgres_url is a fixture)
+    alive,
+    descendants,
+    load_study,
+    mlflow_runs,
+    postgres_url,
+    subprocess_env,
+    sweep_command,
+    wait_for,
+)
+
+from rookworld.sweep.study import FAIL_REASON_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
+from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
+
+JOURNAL = "journal:outputs/optuna/smoke.journal"
+
+
+def check_one_parent_with_every_trial(directory: Path, study: optuna.Study) -> None:
+    """One MLflow parent run, ended, with exactly one ended child run for every trial the study ran."""
+    runs = mlflow_runs(directory)
+    parents = [r for r in runs if r.data.tags.get(ROLE_TAG) == "sweep_parent"]
+    children = [r for r in runs if r.data.tags.get(ROLE_TAG) == "trial"]
+    assert len(parents) == 1, [p.info.run_id for p in parents]
+    assert parents[0].info.status == "FINISHED"
+    assert all(c.data.tags.get(PARENT_TAG) == parents[0].info.run_id for c in children)
+    ran = sorted(t.number for t in study.trials if t.state != TrialState.WAITING)
+    assert sorted(int(c.data.tags[TRIAL_TAG]) for c in children) == ran  # one run per trial
+    assert all(r.info.status != "RUNNING" for r in runs), [(r.info.run_name, r.info.status) for r in runs]
+    complete = sum(t.state == TrialState.COMPLETE for t in study.trials)
+    assert parents[0].data.metrics["sweep.optuna.n_complete"] == complete
+
+
+def start_sweeps(directory: Path, count: int, *overrides: str, **env: str) -> list[subprocess.Popen[str]]:
+    return [subprocess.Popen(sweep_command(*overrides), cwd=directory, env=subprocess_env(**env), text=True,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+
+
+def three_sweeps_share_one_study(directory: Path, storage_url: str, *overrides: str, **env: str) -> None:
+    sweeps = start_sweeps(directory, 3, "hydra.sweeper.n_trials=12", "hydra.sweeper.n_jobs=1", *overrides, **env)
+    outputs = [sweep.communicate(timeout=1200) for sweep in sweeps]
+    for sweep, (_, err) in zip(sweeps, outputs):
+        assert sweep.returncode == 0, err[-3000:]
+
+    study = load_study(storage_url)
+    trials = study.trials
+    assert len(trials) == 12 and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == 12
+    check_one_parent_with_every_trial(directory, study)
+    launches = sorted(p.name for p in (directory / "outputs/sweeps/smoke").iterdir())
+    assert len(launches) == 3, launches  # each launch its own folder, even when started in the same second
+    assert sum("Best: trial" in out for out, _ in outputs) >= 1  # the launch that ended the study printed it
+
+
+@pytest.mark.slow
+def test_three_sweeps_share_one_journal_study(tmp_path: Path) -> None:
+    three_sweeps_share_one_study(tmp_path, f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+
+
+@pytest.mark.slow
+def test_three_sweeps_share_one_postgresql_study(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
+    three_sweeps_share_one_study(tmp_path, postgres_url, "sweep_storage=postgresql",
+                                 ROOKWORLD_OPTUNA_STORAGE=postgres_url)
+
+
+def started_trials(directory: Path) -> int:
+    return sum(line.count('"start"') for path in directory.glob("outputs/sweeps/smoke/*/.sweep/worker_*.jsonl")
+               for line in path.read_text().splitlines())
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
+    command = ("hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2", "steps=3")
+    with open(tmp_path / "first.log", "w") as log:
+        first = subprocess.Popen(sweep_command(*command), cwd=tmp_path, env=subprocess_env(), stdout=log,
+                                 stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: started_trials(tmp_path) >= 3 or first.poll() is not None, 300, "a third trial to start")
+    assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+    time.sleep(2)  # well inside the third trial
+    tree = descendants(first.pid)
+    assert len(tree) >= 2  # its workers (and their children)
+    first.send_signal(signal.SIGKILL)
+    first.wait()
+    time.sleep(10)
+    assert [pid for pid in tree if alive(pid)] == []
+
+    second = subprocess.run(sweep_command(*command), cwd=tmp_path, env=subprocess_env(), capture_output=True,
+                            text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    assert finished_count(study) == 4 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    stale = [t for t in study.trials if t.system_attrs.get(STALE_ATTR)]
+    assert stale and all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: its worker process") for t in stale)
+    retries = [t for t in study.trials if RETRY_OF_ATTR in t.user_attrs]
+    assert sorted(t.user_attrs[RETRY_OF_ATTR] for t in retries) == sorted(t.number for t in stale)
+    assert all(r.params == study.trials[r.user_attrs[RETRY_OF_ATTR]].params for r in retries)
+
+    check_one_parent_with_every_trial(tmp_path, study)
+    killed = [r for r in mlflow_runs(tmp_path) if r.data.tags.get(TRIAL_TAG) in {str(t.number) for t in stale}]
+    assert killed and all(r.data.tags[OUTCOME_TAG] == "failed" and r.info.status == "KILLED" for r in killed)
+    assert all(r.data.tags[STOP_REASON_TAG].startswith("its worker stopped while it ran") for r in killed)
+
+
+@pytest.mark.slow
+def test_a_study_of_no_trials_ends_cleanly_naming_no_best(tmp_path: Path) -> None:
+    result = subprocess.run(sweep_command("hydra.sweeper.n_trials=0"), cwd=tmp_path, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Best: none" in result.stdout
+    check_one_parent_with_every_trial(tmp_path, load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal"))
+
+
+def read_only_dir(tmp_path: Path) -> str:
+    """A folder this process cannot create anything in (root ignores permission bits: /proc)."""
+    if os.geteuid() == 0:
+        return "/proc/rookworld-sweeps"
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o555)
+    return str(locked / "sweeps")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "message"), [
+    ("hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials='abc': must be an integer >= 0"),
+    ("steps=abc", "steps='abc': expected a number (its default: "),
+    ("hydra.sweeper.storage=foo://nowhere", "hydra.sweeper.storage='foo://nowhere': cannot open the Optuna storage"),
+    ("hydra.sweep.dir=READ_ONLY", "hydra.sweep.dir='READ_ONLY': cannot create the launch folder"),
+])
+def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override: str, message: str) -> None:
+    target = read_only_dir(tmp_path)
+    override, message = override.replace("READ_ONLY", target), message.replace("READ_ONLY", target)
+    result = subprocess.run(sweep_command(override), cwd=tmp_path, env=subprocess_env(), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.startswith(f"rookworld: error: {message}") and result.stderr.count("\n") == 1, result.stderr
+    assert mlflow_runs(tmp_path) == []  # no parent run, no trial run
+    journal = tmp_path / "outputs/optuna/smoke.journal"
+    if journal.exists() and "smoke" in optuna.get_all_study_names(open_storage(f"journal:{journal}", "/")):
+        assert load_study(f"journal:{journal}").trials == []
+    assert not list(tmp_path.glob("outputs/sweeps/*/*/trial_*"))
+
+
+@pytest.mark.slow
+def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) -> None:
+    """`sweeps=smoke` on 3 trials chosen to end three ways: success, kl_failure (guard), pruned."""
+    from rookworld.tracking import ROLE_TAG as ROLE
+
+    command = [*sweep_command()[:4], "sweeps=smoke", "hydra/sweeper/sampler=grid", "hydra.sweeper.n_jobs=1",
+               "optimizer.lr=choice(1e-5,1e-3,1.0)", "kl.coef=choice(0.04)", "sampling.temperature=choice(1.0)",
+               "trial/pruner=threshold", "trial.pruner.lower=0.2", "hydra.sweeper.n_trials=3"]
+    result = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+
+    study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    by_lr = {t.params["optimizer.lr"]: t for t in study.trials}
+    assert sorted(by_lr) == [1e-5, 1e-3, 1.0]
+    ok, pruned, diverged = by_lr[1e-5], by_lr[1e-3], by_lr[1.0]
+    assert ok.state == TrialState.COMPLETE and ok.value > 0.2 and ok.user_attrs["outcome"] == "success"
+    assert diverged.state == TrialState.COMPLETE and diverged.value == -1.0  # objective.failure_penalty
+    assert diverged.user_attrs["outcome"] == "kl_failure"
+    assert pruned.state == TrialState.PRUNED and max(pruned.intermediate_values) == 3
+
+    runs = mlflow_runs(tmp_path)
+    children = {int(r.data.tags[TRIAL_TAG]): r for r in runs if r.data.tags.get(ROLE) == "trial"}
+    assert children[ok.number].data.tags[OUTCOME_TAG] == "success"
+    assert children[diverged.number].data.tags[OUTCOME_TAG] == "kl_failure"
+    assert children[pruned.number].data.tags[OUTCOME_TAG] == "pruned"
+    parent = next(r for r in runs if r.data.tags.get(ROLE) == "sweep_parent")
+    assert (parent.data.metrics["sweep.optuna.n_complete"], parent.data.metrics["sweep.optuna.n_pruned"]) == (2, 1)
+    assert parent.data.tags["sweep.optuna.best_trial"] == str(ok.number)  # never the pruned or diverged one
+    assert "# Optuna study smoke" in result.stdout and "| PRUNED | - | pruned | 3 |" in result.stdout
