@@ -1,12 +1,8 @@
 """`python -m rookworld.sft`: supervised (behavioural-cloning) training on RookWorld task documents.
 
-Documents are in the RookWorld format (tasks.md): end-of-text token, the document text, newline.
-  A: documents come from python-chess alone, without limit: positions of random games (biased to
-     captures, promotions and endgames) and of the bundled training positions, with a move drawn by
-     case (normal, castling, en passant, promotion, checkmate, stalemate, draws, several kinds of
-     illegal move), so rare transitions are common enough to learn;
-  P: documents come from the annotated training positions, candidates shuffled with their evals.
-Held-out positions never appear in training documents. Held-out loss is measured on documents of the
+The documents (rookworld/data/documents.py): A: documents from python-chess alone, without limit,
+with a move drawn by case so rare transitions are common enough to learn; P: documents from the
+annotated training positions. Held-out positions never appear in training documents. Held-out loss is measured on documents of the
 held-out sets; the task evaluation is the GRPO loop's (rookworld.evaluate).
 """
 from __future__ import annotations
@@ -14,22 +10,19 @@ from __future__ import annotations
 import copy
 import json
 import math
-import random
 import time
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
-import chess
 import hydra
 import torch
 import torch.nn.functional as F
 from omegaconf import DictConfig
-from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+from torch.utils.data import DataLoader
 
 from rookworld.components import eval_problems, load_policy
 from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_sft
-from rookworld.data.move_cases import classify_position, random_game_positions
+from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.data.records import position_key
 from rookworld.errors import exit_on_user_error
@@ -38,101 +31,16 @@ from rookworld.model.hub import save_pretrained
 from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
-from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move, perfect_completion
 from rookworld.sweep.context import trial_link
-from rookworld.tasks.policy import render_policy_completion
 from rookworld.tracking import make_tracker
 from rookworld.trainer import autocast_for
 
-IGNORE = -100
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def document(problem: Problem, completion: str) -> str:
-    return problem.prompt_text + completion
-
-
-def policy_document(problem: Problem, rng: random.Random) -> str:
-    return document(problem, render_policy_completion(problem.truth, shuffle_rng=rng))
-
-
-class ArbiterCases:
-    """Draws A: transitions case by case: a case first (by weight), then a move of that case."""
-
-    def __init__(self, case_weights: dict[str, float], exclude_fens: set[str]):
-        self.cases = list(case_weights)
-        self.weights = [case_weights[c] for c in self.cases]
-        self.exclude = exclude_fens
-
-    def problem(self, board: chess.Board, rng: random.Random) -> Problem | None:
-        if board.is_game_over() or position_key(board.fen()) in self.exclude:
-            return None
-        options = classify_position(board, rng)
-        by_case: dict[str, list[chess.Move]] = {}
-        for case, moves in options.items():
-            by_case.setdefault(case.split(":")[0], []).extend(m for m, _ in moves)
-        available = [(c, w) for c, w in zip(self.cases, self.weights) if by_case.get(c)]
-        if not available:
-            return None
-        case = rng.choices([c for c, _ in available], [w for _, w in available])[0]
-        move = rng.choice(by_case[case]).uci()
-        history = history_with_move([m.uci() for m in board.move_stack], move)
-        return arbiter_problem(arbiter_truth(board.fen(), move, history))
-
-
-class TaskDocuments(IterableDataset):
-    """An endless, seeded stream of token-id documents; each DataLoader worker gets its own seed."""
-
-    def __init__(self, tokenizer, policy_problems: list[Problem], cases: ArbiterCases,
-                 arbiter_fraction: float, seq_len: int, seed: int):
-        self.tokenizer, self.policy_problems, self.cases = tokenizer, policy_problems, cases
-        self.arbiter_fraction, self.seq_len, self.seed = arbiter_fraction, seq_len, seed
-
-    def __iter__(self) -> Iterator[list[int]]:
-        worker = get_worker_info()
-        rng = random.Random(f"{self.seed}:{worker.id if worker else 0}")
-        boards = random_game_positions(rng, n_games=10**9)
-        while True:
-            if rng.random() < self.arbiter_fraction:
-                problem = self.cases.problem(next(boards), rng)
-                text = None if problem is None else document(problem, perfect_completion(problem))
-            else:
-                text = policy_document(rng.choice(self.policy_problems), rng)
-            if text is not None:
-                yield self.encode(text)
-
-    def encode(self, text: str) -> list[int]:
-        return encode_document(self.tokenizer, text, self.seq_len)
-
-
-def encode_document(tokenizer, text: str, seq_len: int) -> list[int]:
-    """End-of-text, the text, newline: a RookWorld training document, cut to seq_len + 1 tokens."""
-    return ([tokenizer.eos_id] + tokenizer.encode(text) + [tokenizer.newline_id])[: seq_len + 1]
-
-
-def collate(docs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded inputs and next-token targets; padding is ignored by the loss."""
-    width = max(map(len, docs)) - 1
-    inputs = torch.full((len(docs), width), pad_id)
-    targets = torch.full((len(docs), width), IGNORE)
-    for row, ids in enumerate(docs):
-        n = len(ids) - 1
-        inputs[row, :n] = torch.tensor(ids[:-1])
-        targets[row, :n] = torch.tensor(ids[1:])
-    return inputs, targets
 
 
 def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     logits = model(inputs)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
-
-
-def heldout_batches(tokenizer, heldout: list[Problem], n_docs: int, batch_size: int, seq_len: int):
-    """Fixed held-out documents: the perfect completions of the held-out problems."""
-    rng = random.Random(0)
-    docs = [encode_document(tokenizer, document(p, perfect_completion(p)), seq_len)
-            for p in rng.sample(heldout, min(n_docs, len(heldout)))]
-    return [collate(docs[i:i + batch_size], tokenizer.pad_id) for i in range(0, len(docs), batch_size)]
 
 
 @torch.no_grad()
