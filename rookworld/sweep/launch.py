@@ -95,7 +95,7 @@ class Launch:
             env.setdefault("OMP_NUM_THREADS", str(self.threads))
             if self.gpus[index] is not None:
                 env["CUDA_VISIBLE_DEVICES"] = self.gpus[index]
-            self.workers.append(subprocess.Popen([sys.executable, "-m", "rookworld.sweep.worker", str(spec_path),
+            self.workers.append(subprocess.Popen([sys.executable, "-m", "rookworld.sweep.run_worker", str(spec_path),
                                                   str(index)], env=env))
         return self.wait()
 

@@ -19,6 +19,8 @@ import fcntl
 import hashlib
 from typing import Iterator
 
+from rookworld.sweep.storage_url import database_url, storage_file
+
 
 def lock_key(name: str) -> int:
     """A signed 64-bit key (PostgreSQL's bigint) for a lock name."""
@@ -28,8 +30,6 @@ def lock_key(name: str) -> int:
 @contextlib.contextmanager
 def storage_lock(url: str, base_dir: str, name: str) -> Iterator[None]:
     """Hold the lock `name` of the storage at `url` (see the module docstring)."""
-    from rookworld.sweep.study import database_url, storage_file
-
     path = storage_file(url, base_dir)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)

@@ -29,7 +29,6 @@ import threading
 import time
 from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from typing import Any, Sequence
 
 import optuna
@@ -39,7 +38,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from sqlalchemy.exc import SQLAlchemyError
 
-from rookworld.tracking import absolute_path, resolve_uri
+from rookworld.sweep.lock import storage_lock
+from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, database_url, storage_file
 
 log = logging.getLogger(__name__)
 
@@ -50,27 +50,11 @@ RETRY_OF_ATTR = "rookworld:retry_of"
 RETRIES_ATTR = "rookworld:retries"
 FAIL_REASON_ATTR = "fail_reason"
 OUTCOME_ATTR = "rookworld:outcome"  # trial user attr: the run's outcome (success, kl_failure, ...)
-JOURNAL_PREFIX = "journal:"
-_SQLITE_PREFIX = "sqlite:///"
 STORAGE_ERRORS = (ImportError, ValueError, SQLAlchemyError, OSError)  # open_storage: a bad URL, no driver, no server
-POSTGRES_DRIVER = "psycopg2"  # `pip install 'rookworld[postgresql]'` (psycopg2-binary)
 _SQLITE_LOCK_TIMEOUT_S = 60  # parallel jobs wait for SQLite's write lock instead of failing after 5 s
 
 
 # ---------------------------------------------------------------- storage
-
-
-def storage_file(url: str, base_dir: str) -> Path | None:
-    """The file of a sqlite or journal storage (absolute); None for a database server."""
-    if url.startswith(JOURNAL_PREFIX):
-        return absolute_path(url[len(JOURNAL_PREFIX) :], base_dir)
-    url = resolve_uri(url, base_dir)
-    return Path(url[len(_SQLITE_PREFIX) :]) if url.startswith(_SQLITE_PREFIX) else None
-
-
-def database_url(url: str) -> str:
-    """`postgresql://` pinned to the driver we document (SQLAlchemy 2.1 would otherwise pick psycopg 3)."""
-    return f"postgresql+{POSTGRES_DRIVER}://" + url[len("postgresql://") :] if url.startswith("postgresql://") else url
 
 
 class MissingDriverError(ImportError):
@@ -79,7 +63,6 @@ class MissingDriverError(ImportError):
 
 def open_storage(url: str, base_dir: str) -> BaseStorage:
     """The storage a URL names (see the module docstring); parent folders of file stores are created."""
-    from rookworld.sweep.lock import storage_lock
 
     path = storage_file(url, base_dir)
     if path is not None:
@@ -90,7 +73,7 @@ def open_storage(url: str, base_dir: str) -> BaseStorage:
         with storage_lock(url, base_dir, "schema"):  # fresh databases: one process creates the tables
             if path is not None:
                 timeout = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
-                return RDBStorage(f"{_SQLITE_PREFIX}{path}", engine_kwargs=timeout)
+                return RDBStorage(f"{SQLITE_PREFIX}{path}", engine_kwargs=timeout)
             return RDBStorage(database_url(url))
     except ModuleNotFoundError as error:
         raise MissingDriverError(f"the database driver module {error.name!r} is not installed (for PostgreSQL: "

@@ -58,7 +58,8 @@ def load_runs(args: argparse.Namespace, tracking: DictConfig, base_dir: str) -> 
 def main(argv: list[str] | None = None) -> int:
     import optuna
 
-    from rookworld.sweep.study import STORAGE_ERRORS, open_storage, storage_file
+    from rookworld.sweep.storage_url import storage_file
+    from rookworld.sweep.study import STORAGE_ERRORS, open_storage
 
     tracking = OmegaConf.load(TRACKING_CONFIG).tracking
     args = parse_args(argv, tracking)

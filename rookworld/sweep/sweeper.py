@@ -13,7 +13,7 @@ sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry poin
 2. **joins the study**, under the study's lock (rookworld/sweep/lock.py): creates it or loads it,
    numbers this launch (worker seeds), fails stale trials of dead workers, and gets the study's one
    MLflow parent run (rookworld/sweep/mlflow_parent.py);
-3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.worker`
+3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.run_worker`
    (rookworld/sweep/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/gpus.py), each
    asking, running and telling trials until the study holds `n_trials`; they die with this process;
 4. **ends the study** when it is finished (no trial running anywhere): prints the summary and logs

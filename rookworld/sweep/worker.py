@@ -1,6 +1,6 @@
 """A sweep worker: one long-lived process that runs trials of a shared Optuna study until it is done.
 
-The sweeper (rookworld/sweep/sweeper.py) starts `python -m rookworld.sweep.worker SPEC INDEX` once
+The sweeper (rookworld/sweep/sweeper.py) starts `python -m rookworld.sweep.run_worker SPEC INDEX` once
 per GPU slot, with CUDA_VISIBLE_DEVICES already set. SPEC is the sweep, pickled by the sweeper:
 Hydra's context, the sweep's config, where the task function lives (imported again here: a module,
 or the script's file), the settings and the search space. The worker loops:
@@ -29,7 +29,6 @@ import ctypes
 import json
 import logging
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -38,8 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from hydra.core.singleton import Singleton
-from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job, setup_globals
+from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 
@@ -102,7 +100,7 @@ class TaskRef:
             assert spec is not None and spec.loader is not None
             module = importlib.util.module_from_spec(spec)
             sys.modules[spec.name] = module
-            spec.loader.exec_module(module)  # its `if __name__ == "__main__"` block does not run
+            spec.loader.exec_module(module)  # its main guard does not run (not run as __main__)
         return inspect.unwrap(getattr(module, self.qualname))  # the function under @hydra.main
 
 
@@ -211,7 +209,6 @@ class Worker:
         from optuna.trial import TrialState
 
         from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, trial_id
-        from rookworld.tracking import one_line
 
         bound = trial_id(self.storage, self.spec.settings.study_name, trial.number)
         if self.storage.get_trial(bound).state.is_finished():  # its job pruned it
@@ -250,21 +247,3 @@ def _job_error(job: JobReturn) -> str:
     except Exception as error:  # noqa: BLE001 - recorded, not handled
         return one_line(error)
     return "the job failed without an exception"
-
-
-def main(argv: list[str]) -> int:
-    die_with_parent(int(os.environ[PARENT_PID_ENV]))
-    spec_path, index = argv
-    with open(spec_path, "rb") as handle:
-        spec: WorkerSpec = pickle.load(handle)
-    setup_globals()
-    from omegaconf.basecontainer import BaseContainer
-
-    Singleton.set_state({**spec.singletons, "omegaconf_resolvers": BaseContainer._resolvers})  # this process's own
-    configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
-                  execution_whitelist=spec.hydra_context.execution_whitelist)
-    return Worker(spec, int(index)).run()
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

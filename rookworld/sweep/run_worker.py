@@ -1,0 +1,30 @@
+"""`python -m rookworld.sweep.run_worker SPEC INDEX`: the process the sweeper starts per GPU slot
+(rookworld/sweep/worker.py says what it does)."""
+from __future__ import annotations
+
+import os
+import pickle
+import sys
+
+from hydra.core.singleton import Singleton
+from hydra.core.utils import configure_log, setup_globals
+
+from rookworld.sweep.worker import PARENT_PID_ENV, Worker, WorkerSpec, die_with_parent
+
+
+def main(argv: list[str]) -> int:
+    die_with_parent(int(os.environ[PARENT_PID_ENV]))
+    spec_path, index = argv
+    with open(spec_path, "rb") as handle:
+        spec: WorkerSpec = pickle.load(handle)
+    setup_globals()
+    from omegaconf.basecontainer import BaseContainer
+
+    Singleton.set_state({**spec.singletons, "omegaconf_resolvers": BaseContainer._resolvers})  # this process's own
+    configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
+                  execution_whitelist=spec.hydra_context.execution_whitelist)
+    return Worker(spec, int(index)).run()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
