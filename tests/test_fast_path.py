@@ -137,7 +137,7 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
 
 # ---------------------------------------------------------------- the Triton kernels
 # They run on CUDA, or on the CPU under Triton's interpreter: TRITON_INTERPRET=1 pytest tests/test_fast_path.py
-# (with triton installed; CI has neither, and skips these).
+# (with triton installed; CI has neither, and skips these; Triton 3.6's interpreter needs numpy < 2.4).
 def triton_runs_here() -> bool:
     import os
 
@@ -148,19 +148,27 @@ def triton_runs_here() -> bool:
 needs_triton = pytest.mark.skipif(not triton_runs_here(), reason="needs triton with TRITON_INTERPRET=1")
 
 
-@needs_triton
-@pytest.mark.parametrize("settings", SETTINGS[:3], ids=["greedy", "sampled", "top_k"])
 # Kernel layouts: the defaults, and one where every split is exercised: sampling over vocabulary
 # chunks, split-K products (2-8 partial sums per product), several key blocks per attention program.
-@pytest.mark.parametrize("layout", [dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64),
-                                    dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)],
-                         ids=["whole", "split"])
-def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, settings, layout, monkeypatch):
+WHOLE = dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64)
+SPLIT = dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)
+
+
+@pytest.fixture(scope="module")
+def head48_model(tmp_path_factory):
+    """A tiny random model whose heads are 48 wide (not a power of two, like rookworld_tiny's)."""
+    from rookworld.model.hub import create_tiny, load_pretrained
+
+    model, tokenizer = load_pretrained(str(create_tiny(tmp_path_factory.mktemp("head48"), n_head=2, n_embd=96)))
+    assert model.config.head_dim == 48
+    return model, tokenizer
+
+
+def assert_kernels_give_the_plain_samplers_tokens(model, tokenizer, settings, layout, monkeypatch) -> None:
     from rookworld.model import decode_kernels
 
     for name, value in layout.items():
         monkeypatch.setattr(decode_kernels, name, value)
-    model, tokenizer = tiny_model
     prompts = prompt_ids(tokenizer, repeat=2)
     caps = [16, 9, 12, 7, 16, 5]
     common = dict(stop_ids=early_stop_ids(model, tokenizer, prompts), pad_id=tokenizer.pad_id, **settings)
@@ -170,6 +178,57 @@ def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, setting
     assert_same_generation(plain, fast, logprob_tol=1e-4)
     splits = set(decoder.splits.values())
     assert splits == {1} if layout["LINEAR_BLOCK_K"] == 256 else min(splits) > 1
+
+
+@needs_triton
+@pytest.mark.parametrize("settings", SETTINGS[:3], ids=["greedy", "sampled", "top_k"])
+@pytest.mark.parametrize("layout", [WHOLE, SPLIT], ids=["whole", "split"])
+def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, settings, layout, monkeypatch):
+    assert_kernels_give_the_plain_samplers_tokens(*tiny_model, settings, layout, monkeypatch)
+
+
+@needs_triton
+@pytest.mark.parametrize("settings, layout", [(SETTINGS[0], WHOLE), (SETTINGS[1], SPLIT)],
+                         ids=["greedy-whole", "sampled-split"])
+def test_fused_decode_kernels_serve_a_head_size_that_is_not_a_power_of_two(head48_model, settings, layout,
+                                                                           monkeypatch):
+    assert_kernels_give_the_plain_samplers_tokens(*head48_model, settings, layout, monkeypatch)
+
+
+@needs_triton
+@pytest.mark.parametrize("head_dim", [32, 48])
+def test_decode_attention_matches_float64_attention_and_writes_only_its_slots(head_dim):
+    """Random inputs, every row at its own prompt start: output against a float64 reference, the
+    new k/v in the completion cache at `step` and not one other element of the caches touched."""
+    from rookworld.model import decode_kernels
+
+    g = torch.Generator().manual_seed(head_dim)
+    B, H, D, U, P_cap, N_cap, S, step = 3, 2, head_dim, 2, 40, 24, 2, 17
+    C = H * D
+    partials = torch.randn(S, B, 3 * C, generator=g)
+    bias = torch.randn(3 * C, generator=g)
+    prompt_kv = torch.randn(2, U, H, P_cap, D, generator=g)
+    completion_kv = torch.randn(2, B, H, N_cap, D, generator=g)
+    row_start, leader = torch.tensor([0, 13, 39]), torch.tensor([0, 1, 1])
+    out = torch.full((B, C), float("nan"))
+    before = completion_kv.clone()
+    decode_kernels.decode_attention(partials, bias, prompt_kv, row_start, leader, completion_kv,
+                                    torch.tensor([step]), out)
+
+    q, k, v = (partials.sum(0) + bias).double().view(B, 3, H, D).unbind(1)
+    expected = torch.empty(B, H, D, dtype=torch.float64)
+    for row in range(B):
+        prompt = prompt_kv[:, leader[row], :, row_start[row]:].double()  # [2, H, n, D]
+        keys = torch.cat([prompt[0], before[0, row, :, :step].double(), k[row][:, None]], dim=1)
+        values = torch.cat([prompt[1], before[1, row, :, :step].double(), v[row][:, None]], dim=1)
+        weights = torch.softmax((keys @ q[row][:, :, None])[..., 0] / D ** 0.5, dim=-1)
+        expected[row] = (weights[:, :, None] * values).sum(1)
+    assert not out.isnan().any()
+    assert (out.double() - expected.view(B, C)).norm() <= 1e-5 * expected.norm()
+    after = completion_kv.clone()
+    assert torch.allclose(after[:, :, :, step], torch.stack([k, v]).float(), atol=1e-6)
+    after[:, :, :, step] = before[:, :, :, step]
+    assert torch.equal(after, before)
 
 
 @needs_triton

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # One device call: install the carried wheels, then run the benchmark modes named in $1 (comma list):
 #   default  self-check + 20 timed steps + 3 plain steps + kernel profiles
+#   check    self-check + 20 timed steps (the default without profiles and plain steps)
+#   tiny     rookworld_tiny (48-wide heads) at the GRPO recipe's caps and task mix, 8x8, real stops:
+#            self-check + 20 timed steps
 #   sweep    grpo.micro_batch_size x activation_checkpointing sweep
 #   trials   20 trainers in one process
 #   soak     500 timed steps
@@ -38,6 +41,10 @@ bench() {  # bench NAME TIMEOUT OVERRIDES...
 for mode in ${1//,/ }; do
     case $mode in
         default) bench default 240 bench.steps=20 bench.profile=true bench.compare_plain_steps=2 bench.trl=false ;;
+        check) bench check 240 bench.steps=20 bench.trl=false ;;
+        tiny) bench tiny 240 model=rookworld_tiny bench.random_weights=false bench.full_length=false \
+                  sampling.max_new_tokens.P=112 sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5 \
+                  bench.steps=20 bench.trl=false ;;
         sweep) for setting in 16,false 16,true 64,true; do
                    m=${setting%,*} c=${setting#*,}
                    bench micro$m-ckpt$c 120 bench.self_check=false bench.steps=10 bench.warmup=3 \

@@ -1,6 +1,7 @@
 """The benchmark's self-check: the fast path against the plain path on the benchmark's own model.
 
-- float32 (TF32 off), greedy and sampled with one seed: StaticDecoder (CUDA graphs on CUDA) vs
+- float32 (TF32 off), greedy and sampled with one seed: StaticDecoder (CUDA graphs on CUDA, the
+  Triton kernels whenever `triton_kernels` is reported true, at any head size) vs
   `sampling.generate` must give identical tokens; their log-probs agree to float32 rounding.
 - bfloat16 (the training setting): graph replay vs the same decoder run eagerly must give identical
   tokens (same kernels, same generator stream); against the plain sampler under autocast (float32
@@ -17,6 +18,7 @@ import torch
 
 from rookworld.grpo.kl import kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clipped_surrogate
+from rookworld.model.decode_kernels import kernels_available
 from rookworld.model.fast_sampling import StaticDecoder
 from rookworld.model.fused_logprobs import fused_available
 from rookworld.model.logprobs import token_logprobs
@@ -34,7 +36,7 @@ def self_check(trainer) -> dict:
                    max_new_tokens=[min(CHECK_TOKENS, int(cfg.sampling.max_new_tokens[p.task])) for p in rows],
                    stop_ids=tokenizer.stop_ids, pad_id=tokenizer.pad_id)
     device = trainer.device
-    results: dict = {}
+    results: dict = {"head_dim": policy.config.head_dim, "triton_kernels": kernels_available(device)}
     with full_fp32():
         for name, settings in (("greedy", dict(greedy=True)), ("sampled", dict(temperature=1.0))):
             plain = generate(policy, generator=seeded(device), **request, **settings)

@@ -62,9 +62,9 @@ PDL_TRIGGER = False  # also let the next kernel launch as soon as this one has w
 LOG2E = 1.4426950408889634
 
 
-def kernels_available(device: torch.device, head_dim: int) -> bool:
-    """Triton on CUDA, and a power-of-two head size (the attention kernel spans it with tl.arange)."""
-    return triton is not None and device.type == "cuda" and head_dim & (head_dim - 1) == 0
+def kernels_available(device: torch.device) -> bool:
+    """Triton on CUDA (any head size: attention pads it to a power of two with masked loads and stores)."""
+    return triton is not None and device.type == "cuda"
 
 
 @functools.cache
@@ -135,7 +135,7 @@ def decode_attention(qkv_partials: Tensor, qkv_bias: Tensor, prompt_kv: Tensor, 
     _decode_attention[(B, H)](
         qkv_partials, qkv_bias, prompt_kv, row_start, leader, completion_kv, step, out,
         B, prompt_kv.shape[3], N_cap, prompt_kv.stride(0), completion_kv.stride(0), D ** -0.5 * LOG2E,
-        H=H, D=D, QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK, num_warps=ATTENTION_WARPS, **_pdl(out))
+        H=H, D=D, D_PAD=triton.next_power_of_2(D), QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK, num_warps=ATTENTION_WARPS, **_pdl(out))
 
 
 def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy: bool, finished: Tensor,
@@ -225,33 +225,39 @@ if triton is not None:
         tl.store(out_ptr + row * C + cols, (centred * rstd * w + b).to(out_ptr.dtype.element_ty), mask=valid)
 
     @triton.jit
-    def _qkv_part(partials_ptr, bias_ptr, row, B, offset, dims, QKV_SPLITS: tl.constexpr, C3: tl.constexpr):
-        """One head's slice of q, k or v of the new token: the partial sums plus the bias, float32."""
-        value = tl.load(bias_ptr + offset + dims).to(tl.float32)
+    def _qkv_part(partials_ptr, bias_ptr, row, B, offset, dims, D: tl.constexpr, QKV_SPLITS: tl.constexpr,
+                  C3: tl.constexpr):
+        """One head's slice of q, k or v of the new token: the partial sums plus the bias, float32
+        (zero in the padding columns past D)."""
+        real = dims < D
+        value = tl.load(bias_ptr + offset + dims, mask=real, other=0.0).to(tl.float32)
         for s in tl.static_range(QKV_SPLITS):
-            value += tl.load(partials_ptr + (s * B + row) * C3 + offset + dims)
+            value += tl.load(partials_ptr + (s * B + row) * C3 + offset + dims, mask=real, other=0.0)
         return value
 
     @triton.jit
     def _decode_attention(qkv_ptr, qkv_bias_ptr, prompt_kv_ptr, row_start_ptr, leader_ptr, comp_kv_ptr, step_ptr,
                           out_ptr, B, P_cap, N_cap, prompt_kv_stride, comp_kv_stride, scale,
-                          H: tl.constexpr, D: tl.constexpr, QKV_SPLITS: tl.constexpr, BLOCK: tl.constexpr,
-                          PDL: tl.constexpr, TRIGGER: tl.constexpr):
+                          H: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, QKV_SPLITS: tl.constexpr,
+                          BLOCK: tl.constexpr, PDL: tl.constexpr, TRIGGER: tl.constexpr):
         """Program (row, head). Keys: the prompt's real tokens, then the row's completion so far, in
         blocks that never straddle the two caches (block j + 1 is loaded while j is reduced), and
-        the new token, which sees itself. Scores are in log2 units (scale includes log2 e)."""
+        the new token, which sees itself. Scores are in log2 units (scale includes log2 e).
+        The head dimension is spanned by D_PAD = next power of two >= D lanes; lanes past D load
+        zeros (they add nothing to a score or an output) and store nothing."""
         row = tl.program_id(0).to(tl.int64)
         head = tl.program_id(1)
-        dims = tl.arange(0, D)
+        dims = tl.arange(0, D_PAD)
+        real = dims < D
         positions = tl.arange(0, BLOCK)
         C3: tl.constexpr = 3 * H * D
         if PDL:
             gdc_wait()
             if TRIGGER:
                 gdc_launch_dependents()
-        q = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, head * D, dims, QKV_SPLITS, C3) * scale
-        k_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, H * D + head * D, dims, QKV_SPLITS, C3)
-        v_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, 2 * H * D + head * D, dims, QKV_SPLITS, C3)
+        q = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, head * D, dims, D, QKV_SPLITS, C3) * scale
+        k_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, H * D + head * D, dims, D, QKV_SPLITS, C3)
+        v_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, 2 * H * D + head * D, dims, D, QKV_SPLITS, C3)
         k_new = k_new.to(comp_kv_ptr.dtype.element_ty)  # the cache's precision, as later steps will see it
         v_new = v_new.to(comp_kv_ptr.dtype.element_ty)
         step = tl.load(step_ptr)
@@ -259,8 +265,8 @@ if triton is not None:
         n_prompt = P_cap - start  # prompts are right-aligned in the cache
         prompt = prompt_kv_ptr + ((tl.load(leader_ptr + row) * H + head) * P_cap + start) * D
         own = comp_kv_ptr + (row * H + head) * N_cap * D  # keys; values are comp_kv_stride further
-        tl.store(own + step * D + dims, k_new)
-        tl.store(own + comp_kv_stride + step * D + dims, v_new)
+        tl.store(own + step * D + dims, k_new, mask=real)
+        tl.store(own + comp_kv_stride + step * D + dims, v_new, mask=real)
         running_max = tl.sum(q * k_new.to(tl.float32), 0)  # the new token sees itself: weight exp(0) = 1
         total = running_max * 0.0 + 1.0
         acc = v_new.to(tl.float32)
@@ -280,7 +286,7 @@ if triton is not None:
             total = total * rescale + tl.sum(p, 0)
             acc = acc * rescale + tl.sum(p[:, None] * v.to(tl.float32), 0)
             running_max = new_max
-        tl.store(out_ptr + row * H * D + head * D + dims, (acc / total).to(out_ptr.dtype.element_ty))
+        tl.store(out_ptr + row * H * D + head * D + dims, (acc / total).to(out_ptr.dtype.element_ty), mask=real)
 
     @triton.jit
     def _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j, prompt_blocks, n_prompt, step, n_blocks,
@@ -291,7 +297,7 @@ if triton is not None:
         keys = tl.where(in_prompt, prompt, own) + first * D
         left = tl.where(j < n_blocks, tl.where(in_prompt, n_prompt, step) - first, 0)
         offsets = positions[:, None] * D + dims[None, :]
-        mask = (positions < left)[:, None]
+        mask = (positions < left)[:, None] & (dims < D)[None, :]
         k = tl.load(keys + offsets, mask=mask, other=0.0)
         v = tl.load(keys + tl.where(in_prompt, prompt_kv_stride, comp_kv_stride) + offsets, mask=mask, other=0.0)
         return k, v, left

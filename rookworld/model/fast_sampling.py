@@ -159,8 +159,7 @@ class StaticDecoder:
         self.use_graphs = is_cuda if use_graphs is None else use_graphs
         if self.use_graphs and not is_cuda:
             raise ValueError("CUDA graphs need a model on a CUDA device")
-        self.use_kernels = (kernels.kernels_available(self.device, model.config.head_dim)
-                            if use_kernels is None else use_kernels)
+        self.use_kernels = kernels.kernels_available(self.device) if use_kernels is None else use_kernels
         self.check_every = check_every
         self.splits = kernel_splits(model.config) if self.use_kernels else {"qkv": 1, "proj": 1, "mlp_proj": 1}
         self.ignore_stops = ignore_stops  # benchmarks: every row runs to its cap
