@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_tracking import REPO, SUMMARY_FILES, free_port, rest, stop_process_group, tags_of, wait_ready
+from test_tracking import REPO, SUMMARY_FILES, mlflow_server, rest, tags_of
 
 from rookworld.tracking.ui import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, VIEW_TAG, runs_view_url
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
@@ -65,21 +65,8 @@ def user_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def server(user_dir: Path) -> Iterator[str]:
     """`mlflow server` over the user's ./mlflow.db, as docs/tracking.md starts it; yields its address."""
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_file = user_dir / "server.log"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    with log_file.open("wb") as sink:
-        process = subprocess.Popen(
-            ["mlflow", "server", "--backend-store-uri", "sqlite:///mlflow.db", "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1"],
-            cwd=user_dir, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    try:
-        wait_ready(base, process, log_file, timeout_s=120)
+    with mlflow_server("sqlite:///mlflow.db", user_dir, timeout_s=120) as (base, _):
         yield base
-    finally:
-        stop_process_group(process)
 
 
 def experiment_and_runs(base: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

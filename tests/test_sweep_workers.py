@@ -29,7 +29,7 @@ from sweep_helpers import (  # noqa: F401  (postgres_url is a fixture)
     wait_for,
 )
 
-from rookworld.sweep.study import FAIL_REASON_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
+from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
 
 JOURNAL = "journal:outputs/optuna/smoke.journal"
@@ -174,9 +174,9 @@ def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) 
     by_lr = {t.params["optimizer.lr"]: t for t in study.trials}
     assert sorted(by_lr) == [1e-5, 1e-3, 1.0]
     ok, pruned, diverged = by_lr[1e-5], by_lr[1e-3], by_lr[1.0]
-    assert ok.state == TrialState.COMPLETE and ok.value > 0.2 and ok.user_attrs["outcome"] == "success"
+    assert ok.state == TrialState.COMPLETE and ok.value > 0.2 and ok.user_attrs[OUTCOME_ATTR] == "success"
     assert diverged.state == TrialState.COMPLETE and diverged.value == -1.0  # objective.failure_penalty
-    assert diverged.user_attrs["outcome"] == "kl_failure"
+    assert diverged.user_attrs[OUTCOME_ATTR] == "kl_failure"
     assert pruned.state == TrialState.PRUNED and max(pruned.intermediate_values) == 3
 
     runs = mlflow_runs(tmp_path)

@@ -4,6 +4,7 @@ and a real `mlflow server` over the store read through its REST API."""
 from __future__ import annotations
 
 import json
+import contextlib
 import os
 import re
 import signal
@@ -13,6 +14,7 @@ import sys
 import textwrap
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -327,7 +329,7 @@ def test_multirun_children_attach_to_one_parent_with_a_summary(tmp_path: Path) -
     assert "# Sweep multirun/test" in result.stdout and "| 3 | failed |" in result.stdout
 
     lowest = summarise_children(client, parent.info.run_id, direction="minimize").best
-    assert lowest is not None and lowest.trial == 1  # -1.0; trial 3 has no objective
+    assert lowest is not None and lowest.trial == 0  # the lowest success: a kl_failure (-1.0) is never best
 
 
 # ---------------------------------------------------------------- a real MLflow server
@@ -366,6 +368,27 @@ def stop_process_group(process: subprocess.Popen[bytes]) -> None:
     pytest.fail("mlflow server workers outlived SIGTERM")
 
 
+@contextlib.contextmanager
+def mlflow_server(store: str, cwd: Path, timeout_s: float = 60) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """`mlflow server` over `store` on a free 127.0.0.1 port, in its own process group (stopped on exit);
+    yields its address and process."""
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    log_file = cwd / "server.log"
+    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
+    with log_file.open("wb") as sink:
+        process = subprocess.Popen(
+            ["mlflow", "server", "--backend-store-uri", store, "--host", "127.0.0.1",
+             "--port", str(port), "--workers", "1"],
+            cwd=cwd, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    try:
+        wait_ready(base, process, log_file, timeout_s=timeout_s)
+        yield base, process
+    finally:
+        stop_process_group(process)
+
+
 def tags_of(run: dict[str, Any]) -> dict[str, str]:
     return {t["key"]: t["value"] for t in run["data"].get("tags", [])}
 
@@ -377,18 +400,7 @@ def test_mlflow_server_serves_runs_and_outcomes(tmp_path: Path) -> None:
         with make_tracker(make_cfg(store)) as tracker:
             tracker.log_metrics({"reward": 0.5}, step=1)
             tracker.set_outcome(outcome)
-    port = free_port()
-    base = f"http://127.0.0.1:{port}"
-    log_file = tmp_path / "server.log"
-    env = {**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"}
-    with log_file.open("wb") as sink:
-        server = subprocess.Popen(
-            ["mlflow", "server", "--backend-store-uri", store, "--host", "127.0.0.1",
-             "--port", str(port), "--workers", "1"],
-            cwd=tmp_path, env=env, stdout=sink, stderr=subprocess.STDOUT, start_new_session=True,
-        )
-    try:
-        wait_ready(base, server, log_file, timeout_s=60)
+    with mlflow_server(store, tmp_path) as (base, server):
         with make_tracker(make_cfg(base)) as remote:  # the same Tracker over http
             remote.log_metrics({"reward": 0.9}, step=1)
             remote.set_outcome("pruned", "below median")
@@ -400,8 +412,6 @@ def test_mlflow_server_serves_runs_and_outcomes(tmp_path: Path) -> None:
         by_id = {r["info"]["run_id"]: r for r in found}
         assert by_id[remote.run_id]["info"]["status"] == "KILLED"
         assert {m["key"]: m["value"] for m in by_id[remote.run_id]["data"]["metrics"]} == {"reward": 0.9}
-    finally:
-        stop_process_group(server)
     assert server.returncode is not None
     with pytest.raises(ProcessLookupError):
         os.killpg(server.pid, 0)

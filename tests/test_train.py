@@ -87,7 +87,7 @@ def test_ground_truth_reaches_the_scorer_through_the_training_path(tmp_path):
     policy_problem = load_policy_problems("heldout")[0]
     arbiter_problem = load_arbiter_problems("heldout")[0]
     truth = policy_problem.truth
-    legal_wrong = next(c.move for c in truth.candidates[1:])
+    legal_wrong = next(c.move for c in truth.candidates if c.move not in truth.best_moves)
     wrong_policy = perfect_completion(policy_problem).replace(f"B: {truth.best_move}", f"B: {legal_wrong}")
     problems = [policy_problem, policy_problem, arbiter_problem, arbiter_problem]
     texts = [perfect_completion(policy_problem), wrong_policy, perfect_completion(arbiter_problem),

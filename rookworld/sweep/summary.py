@@ -425,7 +425,7 @@ class StudyTrial:
     state: str  # Optuna state: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
     value: float | None  # the objective told to Optuna (COMPLETE only)
     last_step: int | None  # last step reported to the pruner (where a pruned trial stopped)
-    outcome: str  # rookworld.outcome of its latest MLflow run, else the trial's user attr `outcome`; "-" if neither
+    outcome: str  # rookworld.outcome of its latest MLflow run, else the trial's user attr `rookworld:outcome`; "-" if neither
     params: dict[str, Any]  # swept params, trial.number left out
     note: str  # why it failed, which trial it retries
 

@@ -14,7 +14,7 @@ or the script's file), the settings and the search space. The worker loops:
    sampled params and `trial.number=N`, composed by Hydra; its own folder `trial_N` with
    `.hydra/config.yaml`, `overrides.yaml` and its log (Hydra's run_job);
 3. **tell** the result: COMPLETE with the returned objective (a RunResult's `objective`; its
-   `outcome` becomes the user attr `outcome`), or FAIL with the exception in one line (user attr
+   `outcome` becomes the user attr `rookworld:outcome`), or FAIL with the exception in one line (user attr
    `fail_reason`); a trial its job ended PRUNED stays PRUNED.
 
 Each worker's sampler is seeded `seed + 10000 x launch + index` (launch: the study's count of sweep
