@@ -2,7 +2,8 @@
 
 Sources (the `source` argument of the loaders):
   None                  the bundled files in rookworld/data/bundled/ (README.md there)
-  a path                a JSONL(.gz) file: annotated positions (P:, A: train) or A: cases (A: held-out)
+  a path                a JSONL(.gz) file: annotated positions (P:) or A: cases (A: held-out); the A:
+                        training stream over a path: arbiter_training_stream
   a mapping / DictConfig  a `data` config (conf/data/*.yaml): `kind: bundled` with optional paths, or
                         `kind: rookworld7m` (the published dataset, rookworld/data/rookworld7m.py)
 
