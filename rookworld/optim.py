@@ -10,7 +10,7 @@ from omegaconf import DictConfig
 def build_optimizer(params, cfg: DictConfig) -> torch.optim.Optimizer:
     if cfg.name == "adamw":
         return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-                                 weight_decay=cfg.weight_decay)
+                                 weight_decay=cfg.weight_decay, fused=cfg.fused)
     if cfg.name == "sgd":
         return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
                                weight_decay=cfg.weight_decay)

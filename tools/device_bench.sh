@@ -7,6 +7,7 @@
 #   sweep    grpo.micro_batch_size x activation_checkpointing sweep
 #   trials   20 trainers in one process
 #   soak     500 timed steps
+#   tinysoak rookworld_tiny at the tiny mode's shapes: 500 timed steps
 #   trl      TRL GRPOTrainer side by side
 # Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
 # Wheels: the GPU image's torch/triton wheels; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):
@@ -52,6 +53,9 @@ for mode in ${1//,/ }; do
                done ;;
         trials) bench trials 300 bench.self_check=false bench.steps=3 bench.trials=20 bench.trl=false ;;
         soak) bench soak 400 bench.self_check=false bench.steps=500 bench.trl=false ;;
+        tinysoak) bench tinysoak 400 model=rookworld_tiny bench.random_weights=false bench.full_length=false \
+                  sampling.max_new_tokens.P=112 sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5 \
+                  bench.steps=500 bench.self_check=false bench.trl=false ;;
         trl) bench trl 300 bench.self_check=false bench.steps=8 bench.trl=auto bench.trl_steps=5 ;;
         *) echo "unknown mode $mode" ;;
     esac

@@ -9,7 +9,7 @@ from omegaconf import DictConfig
 
 from rookworld.components import load_policy
 from rookworld.model.gpt2 import GPT, GPTConfig
-from rookworld.model.hub import ModelLoadError
+from rookworld.model.hub import ModelLoadError, load_model
 from rookworld.model.tokenizer import ChessTokenizer
 
 
@@ -24,12 +24,11 @@ def load_bench_model(cfg: DictConfig, device: torch.device) -> tuple[GPT, ChessT
             if mode == "false":
                 raise
             print(f"bench: {error}\nbench: using random weights instead", file=sys.stderr)
-    shape = GPTConfig(**cfg.bench.random_model)
-    policy = GPT(shape)
-    policy.init_weights(torch.Generator().manual_seed(cfg.seed))
+    policy, tokenizer = load_model(tiny={"seed": cfg.seed, **cfg.bench.random_model}, device=device)
+    shape = policy.config
     description = (f"random GPT-2 {shape.n_layer}x{shape.n_embd}, vocab {shape.vocab_size} "
                    f"({sum(p.numel() for p in policy.parameters()) / 1e6:.1f}M params), tiny tokenizer")
-    return policy.to(device).eval(), ChessTokenizer.tiny(), description
+    return policy.eval(), tokenizer, description
 
 
 def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:

@@ -205,10 +205,16 @@ def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path
 
 
 def create_tiny(directory: str | Path, seed: int = 0, n_layer: int = 2, n_head: int = 2, n_embd: int = 64,
-                n_positions: int = 512) -> Path:
-    """Write a random-init (GPT-2 init, seeded) tiny model with the tiny tokenizer into `directory`."""
+                n_positions: int = 512, vocab_size: int | None = None) -> Path:
+    """Write a random-init (GPT-2 init, seeded) model with the tiny tokenizer into `directory`.
+    `vocab_size`: the tokenizer's (None) or larger, e.g. GPT-2's 50257 for real shapes (the tiny
+    tokenizer's ids are valid ids of any bigger vocabulary)."""
     tokenizer = ChessTokenizer.tiny()
-    config = GPTConfig(vocab_size=tokenizer.vocab_size, n_positions=n_positions, n_embd=n_embd,
+    vocab_size = tokenizer.vocab_size if vocab_size is None else vocab_size
+    if vocab_size < tokenizer.vocab_size:
+        raise ModelLoadError(f"model.tiny.vocab_size={vocab_size}: must be at least the tiny tokenizer's "
+                             f"{tokenizer.vocab_size}")
+    config = GPTConfig(vocab_size=vocab_size, n_positions=n_positions, n_embd=n_embd,
                        n_layer=n_layer, n_head=n_head)
     model = GPT(config)
     model.init_weights(torch.Generator().manual_seed(seed))
