@@ -82,9 +82,9 @@ def sweep_context(cfg: DictConfig) -> SweepContext | None:
 
 def trial_link(cfg: DictConfig) -> RunLink | None:
     """The tracking placement of this Hydra job: None outside a multirun; in one, the trial's name
-    and tags, and the sweep's parent run when its file exists."""
+    and tags, and the sweep's parent run when its file exists (None too when nothing is tracked)."""
     sweep = sweep_context(cfg)
-    if sweep is None:
+    if sweep is None or OmegaConf.select(cfg, "tracking.backend") == "none":
         return None
     tags = {ROLE_TAG: "trial", TRIAL_TAG: str(sweep.trial), STUDY_TAG: sweep.study,
             OVERRIDES_TAG: overrides_tag(sweep.overrides)}
