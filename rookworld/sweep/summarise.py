@@ -23,11 +23,11 @@ from omegaconf import DictConfig, OmegaConf
 from rookworld.sweep.summary import fetch_study_runs, study_dict, study_markdown, summarise_study
 from rookworld.tracking import CONF_DIR, TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment, one_line
 
-STORAGE_CONFIG = CONF_DIR / "sweep_storage" / "sqlite.yaml"  # the sweeps' storage: its URL is the default here
+STORAGE_CONFIG = CONF_DIR / "sweep_storage" / "journal.yaml"  # the sweeps' default storage: its URL is the default here
 
 
 def default_storage(study: str) -> str:
-    """The storage URL conf/sweep_storage/sqlite.yaml gives a sweep of this study."""
+    """The storage URL conf/sweep_storage/journal.yaml gives a sweep of this study."""
     sweeper = {"study_name": study, **OmegaConf.to_container(OmegaConf.load(STORAGE_CONFIG))}
     return str(OmegaConf.create({"hydra": {"sweeper": sweeper}}).hydra.sweeper.storage)
 

@@ -44,7 +44,11 @@ def check_reachable(uri: str, timeout_s: float) -> None:
 def open_store(settings: TrackingSettings) -> MlflowClient:
     """An MlflowClient on a store checked to be usable (a fresh sqlite DB is created here)."""
     check_reachable(settings.uri, settings.connect_timeout_s)
-    from mlflow import MlflowClient
+    try:
+        from mlflow import MlflowClient
+    except ModuleNotFoundError as exc:
+        raise TrackingError(f"tracking.backend=mlflow needs the mlflow package ({exc}); "
+                            "pip install mlflow, or tracking=none") from exc
 
     try:
         client = MlflowClient(tracking_uri=settings.uri)
