@@ -36,8 +36,10 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
 from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
+from omegaconf import OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
+from rookworld.tracking import CONF_DIR, one_line
 from rookworld.sweep.lock import storage_lock
 from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, database_url, storage_file
 
@@ -262,3 +264,29 @@ def finished_count(study: optuna.Study) -> int:
     """Trials that ran to their end: COMPLETE, PRUNED, and FAIL from the job itself (not stale)."""
     finished = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
     return sum(1 for t in study.get_trials(deepcopy=False, states=finished) if not is_stale_failure(t))
+
+
+STORAGE_CONFIG = CONF_DIR / "sweep_storage" / "journal.yaml"  # the sweeps' default storage
+
+
+def default_storage(study: str) -> str:
+    """The storage URL conf/sweep_storage/journal.yaml gives a sweep of this study."""
+    sweeper = {"study_name": study, **OmegaConf.to_container(OmegaConf.load(STORAGE_CONFIG))}
+    return str(OmegaConf.create({"hydra": {"sweeper": sweeper}}).hydra.sweeper.storage)
+
+
+def open_study(name: str, url: str | None, base_dir: str) -> optuna.Study | str:
+    """The Optuna study `name` in storage `url` (default: the sweeps' journal file for it), or a one-line
+    error message."""
+    url = url or default_storage(name)
+    path = storage_file(url, base_dir)
+    if path is not None and not path.exists():
+        return f"no Optuna storage at {path} (run from the sweep's launch directory, or --storage)"
+    try:
+        storage = open_storage(url, base_dir)
+    except STORAGE_ERRORS as error:
+        return f"cannot open Optuna storage {url} ({one_line(error)})"
+    try:
+        return optuna.load_study(study_name=name, storage=storage)
+    except KeyError:
+        return f"no study {name!r} in {url}"

@@ -20,17 +20,9 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.sweep.study import default_storage, open_study
 from rookworld.sweep.summary import fetch_study_runs, study_dict, study_markdown, summarise_study
-from rookworld.tracking import CONF_DIR, TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment, one_line
-
-STORAGE_CONFIG = CONF_DIR / "sweep_storage" / "journal.yaml"  # the sweeps' default storage: its URL is the default here
-
-
-def default_storage(study: str) -> str:
-    """The storage URL conf/sweep_storage/journal.yaml gives a sweep of this study."""
-    sweeper = {"study_name": study, **OmegaConf.to_container(OmegaConf.load(STORAGE_CONFIG))}
-    return str(OmegaConf.create({"hydra": {"sweeper": sweeper}}).hydra.sweeper.storage)
-
+from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment, one_line
 
 def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m rookworld.sweep.summarise", description=__doc__.split("\n")[0])
@@ -56,29 +48,12 @@ def load_runs(args: argparse.Namespace, tracking: DictConfig, base_dir: str) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    import optuna
-
-    from rookworld.sweep.storage_url import storage_file
-    from rookworld.sweep.study import STORAGE_ERRORS, open_storage
-
     tracking = OmegaConf.load(TRACKING_CONFIG).tracking
     args = parse_args(argv, tracking)
     base_dir = os.getcwd()
-    url = args.storage or default_storage(args.study)
-    path = storage_file(url, base_dir)
-    if path is not None and not path.exists():
-        print(f"rookworld: error: no Optuna storage at {path} (run from the sweep's launch directory, or --storage)",
-              file=sys.stderr)
-        return 2
-    try:
-        storage = open_storage(url, base_dir)
-    except STORAGE_ERRORS as error:
-        print(f"rookworld: error: cannot open Optuna storage {url} ({one_line(error)})", file=sys.stderr)
-        return 2
-    try:
-        study = optuna.load_study(study_name=args.study, storage=storage)
-    except KeyError:
-        print(f"rookworld: error: no study {args.study!r} in {url}", file=sys.stderr)
+    study = open_study(args.study, args.storage, base_dir)
+    if isinstance(study, str):
+        print(f"rookworld: error: {study}", file=sys.stderr)
         return 2
     try:
         runs = load_runs(args, tracking, base_dir)
