@@ -109,3 +109,15 @@ def test_load_model_prefers_path_then_tiny(tmp_path, tiny_model_dir):
     create_tiny(tmp_path, seed=5, n_layer=1)
     from_path, _ = load_model(source=REPO, path=str(tmp_path), tiny={"seed": 0})
     assert from_path.config.n_layer == 1
+
+
+def test_random_model_with_a_bigger_vocabulary_than_the_tokenizer(tmp_path):
+    """model=gpt2_124m_random's path: the chess tokenizer on GPT-2's vocabulary size (here a small shape)."""
+    from omegaconf import OmegaConf
+
+    real = OmegaConf.load(os.path.join(os.path.dirname(__file__), "..", "conf", "model", "gpt2_124m_random.yaml"))
+    assert (real.tiny.n_layer, real.tiny.n_head, real.tiny.n_embd, real.tiny.vocab_size) == (12, 12, 768, 50257)
+    model, tokenizer = load_model(tiny={"n_layer": 1, "n_head": 2, "n_embd": 32, "vocab_size": 4096})
+    assert model.config.vocab_size == 4096 and tokenizer.vocab_size < 4096
+    with pytest.raises(ModelLoadError, match="model.tiny.vocab_size=10: must be at least"):
+        create_tiny(tmp_path, vocab_size=10)
