@@ -16,7 +16,7 @@ from rookworld.evaluate import EvalResult
 from rookworld.sweep.pruning import OptunaPruningHook
 from rookworld.sweep.study import OUTCOME_ATTR
 from rookworld.sweep.study import add_trial_number, open_storage
-from rookworld.sweep.summary import SweepSummary, TrialResult, study_markdown, summarise_study
+from rookworld.sweep.summary import SweepSummary, TrialResult, study_markdown, study_trial, summarise_study
 from rookworld.train import run
 from train_helpers import tiny_config
 
@@ -67,6 +67,7 @@ def test_wilcoxon_prunes_a_clearly_worse_trial_on_the_same_positions(tmp_path, d
     pruned = study.trials[worse.trial.number]
     assert pruned.state == TrialState.PRUNED and len(pruned.intermediate_values) == len(base)
     assert set(pruned.intermediate_values) == set(range(10 * len(base), 11 * len(base)))  # paired step ids
+    assert study_trial(pruned, "-").last_step == 10  # the summary shows the training step, not the paired id
 
     # as good as the best, position by position up and down: kept
     even = start_trial(study, url, WILCOXON, penalty)

@@ -44,7 +44,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
-from rookworld.sweep.study import OUTCOME_ATTR, open_storage, trial_id
+from rookworld.sweep.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
 from rookworld.tracking import hydra_base_dir
 
 if TYPE_CHECKING:
@@ -155,6 +155,7 @@ class OptunaPruningHook:
                 self.trial.report(value, step * n + index)
         elif not self._report_metric(step, metrics):
             return False
+        self.trial.set_user_attr(STEP_ATTR, step)  # the Optuna steps of a per-problem pruner are not training steps
         if not self.trial.should_prune():
             return False
         self.study.tell(self.trial, state=TrialState.PRUNED)

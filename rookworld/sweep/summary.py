@@ -424,7 +424,7 @@ class StudyTrial:
     number: int
     state: str  # Optuna state: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
     value: float | None  # the objective told to Optuna (COMPLETE only)
-    last_step: int | None  # last step reported to the pruner (where a pruned trial stopped)
+    last_step: int | None  # training step of the last report to the pruner (where a pruned trial stopped)
     outcome: str  # rookworld.outcome of its latest MLflow run, else the trial's user attr `rookworld:outcome`; "-" if neither
     params: dict[str, Any]  # swept params, trial.number left out
     note: str  # why it failed, which trial it retries
@@ -492,7 +492,7 @@ def _trial_note(trial: FrozenTrial) -> str:
 
 def study_trial(trial: FrozenTrial, outcome: str) -> StudyTrial:
     """`outcome`: its MLflow run's; without one, the outcome its job recorded on the trial (if any)."""
-    from rookworld.sweep.study import OUTCOME_ATTR
+    from rookworld.sweep.study import OUTCOME_ATTR, STEP_ATTR
 
     if outcome == _NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, _NO_RUN))
@@ -501,7 +501,7 @@ def study_trial(trial: FrozenTrial, outcome: str) -> StudyTrial:
         number=trial.number,
         state=trial.state.name,
         value=trial.value if trial.state.name == "COMPLETE" else None,
-        last_step=max(steps) if steps else None,
+        last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
         outcome=outcome,
         params={k: v for k, v in trial.params.items() if k not in _NOT_SWEPT},
         note=_trial_note(trial),
