@@ -92,14 +92,16 @@ def study_parent_run(config: DictConfig, study: optuna.Study) -> tuple[MlflowCli
 
 
 def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Study) -> int:
-    """End the study's trial runs still `running` whose Optuna trial is no longer RUNNING (a killed worker)."""
+    """End the study's trial runs still running whose Optuna trial is no longer RUNNING (a killed worker): by
+    outcome tag, or by MLflow status (a worker killed after tagging its outcome, before ending the run)."""
     from rookworld.sweep.summary import fetch_study_runs
 
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     ended = 0
     for run in fetch_study_runs(client, experiment_id, study.study_name):
         number = run.data.tags.get(TRIAL_TAG, "")
-        if run.data.tags.get(OUTCOME_TAG) != "running" or not number.isdigit():
+        running = run.data.tags.get(OUTCOME_TAG) == "running" or run.info.status == "RUNNING"
+        if not running or not number.isdigit():
             continue
         state = states.get(int(number))
         if state is None or state.name == "RUNNING":
