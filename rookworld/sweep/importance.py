@@ -18,8 +18,7 @@ import sys
 from collections import defaultdict
 
 from rookworld.outcomes import SUCCESS
-
-OUTCOME_ATTR = "rookworld:outcome"
+from rookworld.sweep.study import OUTCOME_ATTR, open_study
 
 
 def successful_trials(study) -> list:
@@ -72,8 +71,6 @@ def plot(importance: dict[str, float], path: str, title: str) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rookworld.sweep.study import open_study
-
     parser = argparse.ArgumentParser(prog="python -m rookworld.sweep.importance", description=__doc__.split("\n")[0])
     parser.add_argument("--study", required=True, help="study name (hydra.sweeper.study_name; a sweep's name)")
     parser.add_argument("--storage", help="Optuna storage URL or journal:PATH (default: the sweeps' journal file)")

@@ -153,9 +153,9 @@ class OptunaPruningHook:
             n = len(evaluation.problem_scores)
             for index, value in enumerate(evaluation.problem_scores):
                 self.trial.report(value, step * n + index)
+            self.trial.set_user_attr(STEP_ATTR, step)  # the summary shows this, not the paired ids
         elif not self._report_metric(step, metrics):
             return False
-        self.trial.set_user_attr(STEP_ATTR, step)  # the Optuna steps of a per-problem pruner are not training steps
         if not self.trial.should_prune():
             return False
         self.study.tell(self.trial, state=TrialState.PRUNED)

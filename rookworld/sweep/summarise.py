@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.sweep.study import default_storage, open_study
 from rookworld.sweep.summary import fetch_study_runs, study_dict, study_markdown, summarise_study
-from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment, one_line
+from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment
 
 def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m rookworld.sweep.summarise", description=__doc__.split("\n")[0])
