@@ -32,6 +32,7 @@ from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import token_logprobs
+from rookworld.model.pass_graphs import ShapeGraphs, ensure_grads, pad_rows
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import PRUNED, SUCCESS
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems, stopped
@@ -70,12 +71,11 @@ class Batch:
     ref_logp: torch.Tensor | None  # [B, N] reference log-probs (KL on)
     old_logp: torch.Tensor | None  # [B, N] sampling-policy log-probs (batch reused)
 
-    def rows(self, index: torch.Tensor) -> dict:
-        pick = lambda t: None if t is None else t[index]  # noqa: E731
-        return dict(input_ids=self.input_ids[index], attention_mask=self.attention_mask[index],
-                    position_ids=self.position_ids[index], start=self.prompt_length, mask=self.mask[index],
-                    advantages=self.advantages[index], ref_logp=pick(self.ref_logp),
-                    old_logp=pick(self.old_logp))
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The tensors of rows `index` (ref_logp / old_logp only when present)."""
+        tensors = dict(input_ids=self.input_ids, attention_mask=self.attention_mask, position_ids=self.position_ids,
+                       mask=self.mask, advantages=self.advantages, ref_logp=self.ref_logp, old_logp=self.old_logp)
+        return {name: t[index] for name, t in tensors.items() if t is not None}
 
 
 @dataclass
@@ -110,6 +110,7 @@ class Trainer:
         # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
         self.decoder = self.decoder or make_decoder(self.policy)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
+        self._make_pass_graphs()
         if cfg.resume_from:
             self.resume(cfg.resume_from)
 
@@ -219,9 +220,8 @@ class Trainer:
 
     def _make_batch(self, gen, advantages: torch.Tensor) -> Batch:
         args = (gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length)
-        with self._autocast():
-            ref = self._reference_logprobs(*args) if self.kl.enabled else None
-            old = self._logprobs(self.policy, *args) if self._reuses_batch else None
+        ref = self._no_grad_logprobs("reference", *args) if self.kl.enabled else None
+        old = self._no_grad_logprobs("policy", *args) if self._reuses_batch else None
         return Batch(*args, mask=gen.completion_mask.float(), advantages=advantages,
                      ref_logp=ref, old_logp=old)
 
@@ -230,15 +230,38 @@ class Trainer:
         """Several optimizer steps per batch: old log-probs are needed and the rows get shuffled."""
         return self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
 
-    def _reference_logprobs(self, input_ids, attention_mask, position_ids, start):
-        """On the reference's own device (kl.ref_device), returned on the policy's."""
-        device = next(self.reference.parameters()).device
-        inputs = (t.to(device) for t in (input_ids, attention_mask, position_ids))
-        return self._logprobs(self.reference, *inputs, start).to(self.device)
+    def _no_grad_logprobs(self, which: str, input_ids, attention_mask, position_ids, start: int) -> torch.Tensor:
+        """Log-probs [B, N] of the completions under the policy or the reference (on the reference's own
+        device, kl.ref_device), returned on the policy's; from a CUDA graph when they are on."""
+        model = self.policy if which == "policy" else self.reference
+        device = next(model.parameters()).device
+        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
+        inputs = {name: t.to(device) for name, t in inputs.items()}
+        if self.logprob_graphs is None or device != self.device:
+            return self._logprob_pass(inputs, which=which, start=start)["logp"].to(self.device)
+        padded, padded_start = pad_rows(inputs, start, self.cfg.grpo.graph_bucket)
+        logp = self.logprob_graphs(padded, which=which, start=padded_start)["logp"]
+        return logp[:, :input_ids.shape[1] - start]
+
+    def _logprob_pass(self, inputs: dict[str, torch.Tensor], which: str, start: int) -> dict[str, torch.Tensor]:
+        """No-grad log-probs of `which` model (graph-safe)."""
+        model = self.policy if which == "policy" else self.reference
+        with torch.no_grad(), self._autocast():
+            return {"logp": self._logprobs(model, inputs["input_ids"], inputs["attention_mask"],
+                                           inputs["position_ids"], start)}
 
     def _logprobs(self, model, input_ids, attention_mask, position_ids, start, with_entropy=False):
         return token_logprobs(model, input_ids, attention_mask, position_ids, start,
                               temperature=self._loss_temperature(), with_entropy=with_entropy)
+
+    def _make_pass_graphs(self) -> None:
+        """CUDA graphs of the training passes (rookworld/model/pass_graphs.py), when on; else eager."""
+        self.policy_graphs = self.logprob_graphs = None
+        if not (self.cfg.grpo.cuda_graphs and self.device.type == "cuda"):
+            return
+        self.policy_graphs = ShapeGraphs(self._loss_and_backward, self.device)
+        self.logprob_graphs = ShapeGraphs(self._logprob_pass, self.device, pool=self.policy_graphs.pool)
+        self._captured_grads: list[int] = []
 
     def _loss_temperature(self) -> float:
         # Log-probs of the sampling distribution's temperature, so ratio = 1 before the update.
@@ -263,19 +286,18 @@ class Trainer:
             for minibatch in order.to(self.device).chunk(g.num_minibatches):
                 mb_mask = batch.mask[minibatch]
                 normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
-                self.optimizer.zero_grad(set_to_none=True)
+                self._zero_grad()
                 loss_value = torch.zeros((), device=self.device)  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
                 for rows in minibatch.split(micro):
-                    loss, logp, entropy, stats = self._micro_loss(batch.rows(rows), normalizer, beta)
-                    loss.backward()
-                    loss_value += loss.detach().float()
+                    out = self._policy_pass(batch.rows(rows), batch.prompt_length, normalizer, beta)
+                    loss_value += out["loss"]
                     if epoch == 0:
                         if batch.old_logp is None and sampling_logp is not None:
-                            sampling_logp[rows] = logp.detach().float()
-                        entropy_sum += (entropy * batch.mask[rows]).sum()
-                    for key, value in stats.items():
-                        totals[key] = totals[key] + value * batch.mask[rows].sum()
+                            sampling_logp[rows] = out["logp"]
+                        entropy_sum += (out["entropy"] * batch.mask[rows]).sum()
+                    for key in ("clip_low", "clip_high", "clip_region"):
+                        totals[key] = totals[key] + out[key] * batch.mask[rows].sum()
                 loss_value, grad_norm = torch.stack([loss_value, self._clip_gradients().float()]).tolist()
                 if math.isfinite(loss_value) and math.isfinite(grad_norm):
                     self.optimizer.step()
@@ -283,7 +305,7 @@ class Trainer:
                     totals["grad_norm"] += grad_norm
                     updates += 1
                 else:
-                    self.optimizer.zero_grad(set_to_none=True)
+                    self._zero_grad()
                     nonfinite += 1
         tokens = float(batch.mask.sum()) * g.num_iterations
         result = {
@@ -301,20 +323,52 @@ class Trainer:
             result["kl"] = ((k3 * batch.mask).sum() / batch.mask.sum().clamp(min=1)).item()
         return result
 
-    def _micro_loss(self, rows: dict, normalizer: LossNormalizer, beta: float):
+    def _policy_pass(self, rows: dict[str, torch.Tensor], start: int, normalizer: LossNormalizer,
+                     beta: float) -> dict[str, torch.Tensor]:
+        """Forward and backward of one micro-batch (gradients accumulate); its loss, log-probs [b, N],
+        entropies [b, N] and clip statistics. From a CUDA graph when they are on."""
+        inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device)}
+        static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0)
+        if self.policy_graphs is None:
+            return self._loss_and_backward(inputs, start=start, **static)
+        self._keep_graphs_valid()
+        padded, padded_start = pad_rows(inputs, start, self.cfg.grpo.graph_bucket)
+        out = self.policy_graphs(padded, start=padded_start, **static)
+        width = rows["mask"].shape[1]
+        return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
+
+    def _loss_and_backward(self, inputs: dict[str, torch.Tensor], start: int, num_sequences: int,
+                           use_kl: bool) -> dict[str, torch.Tensor]:
+        """The GRPO loss of `inputs` and its backward (graph-safe: no host syncs)."""
+        g = self.cfg.grpo
         with self._autocast():
-            logp, entropy = self._logprobs(self.policy, rows["input_ids"], rows["attention_mask"],
-                                           rows["position_ids"], rows["start"], with_entropy=True)
+            logp, entropy = self._logprobs(self.policy, inputs["input_ids"], inputs["attention_mask"],
+                                           inputs["position_ids"], start, with_entropy=True)
         logp = logp.float()
-        old = rows["old_logp"].float() if rows["old_logp"] is not None else logp.detach()
-        eps_low, eps_high = self.cfg.grpo.epsilon_low, self.cfg.grpo.epsilon_high
-        per_token, ratio = clipped_surrogate(logp, old, rows["advantages"], eps_low, eps_high)
-        if rows["ref_logp"] is not None and beta > 0:
-            per_token = per_token + beta * kl_per_token(logp, rows["ref_logp"].float(), self.cfg.kl.estimator)
-        loss = normalizer.aggregate(per_token, rows["mask"])
-        clip = clip_stats(ratio.detach(), rows["advantages"], rows["mask"], eps_low, eps_high)
-        stats = {"clip_low": clip.low.detach(), "clip_high": clip.high.detach(), "clip_region": clip.region.detach()}
-        return loss, logp, entropy.detach().float(), stats
+        old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
+        per_token, ratio = clipped_surrogate(logp, old, inputs["advantages"], g.epsilon_low, g.epsilon_high)
+        if use_kl:
+            per_token = per_token + inputs["beta"] * kl_per_token(logp, inputs["ref_logp"].float(),
+                                                                  self.cfg.kl.estimator)
+        normalizer = LossNormalizer(g.loss_type, num_sequences, inputs["num_tokens"],
+                                    max(self.max_new_tokens.values()))
+        loss = normalizer.aggregate(per_token, inputs["mask"])
+        loss.backward()
+        clip = clip_stats(ratio.detach(), inputs["advantages"], inputs["mask"], g.epsilon_low, g.epsilon_high)
+        return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach().float(),
+                "clip_low": clip.low, "clip_high": clip.high, "clip_region": clip.region}
+
+    def _zero_grad(self) -> None:
+        # Captured backward passes add into the existing .grad tensors: keep them (zeroed in place).
+        self.optimizer.zero_grad(set_to_none=self.policy_graphs is None)
+
+    def _keep_graphs_valid(self) -> None:
+        """Gradients must sit where the graphs captured them; if anyone replaced them, capture anew."""
+        ensure_grads(self.policy.parameters())
+        addresses = [p.grad.data_ptr() for p in self.policy.parameters() if p.requires_grad]
+        if addresses != self._captured_grads:
+            self.policy_graphs.close()
+            self._captured_grads = addresses
 
     def _clip_gradients(self) -> torch.Tensor:
         max_norm = self.cfg.grpo.max_grad_norm or float("inf")
@@ -403,6 +457,9 @@ class Trainer:
     def close(self) -> None:
         """Free the decoder's buffers and graphs and drop the models (the benchmark builds many trainers)."""
         self.decoder.close()
+        for graphs in (self.policy_graphs, self.logprob_graphs):
+            if graphs is not None:
+                graphs.close()
         self.policy.zero_grad(set_to_none=True)
         self.policy = self.reference = self.optimizer = self.decoder = None
 

@@ -2,12 +2,16 @@
 # One device call: install the carried wheels, then run the benchmark modes named in $1 (comma list):
 #   default  self-check + 20 timed steps + 3 plain steps + kernel profiles
 #   check    self-check + 20 timed steps (the default without profiles and plain steps)
+#   micro32  the check mode's timing in two 32-row micro-batches (no self-check)
 #   tiny     rookworld_tiny (48-wide heads) at the GRPO recipe's caps and task mix, 8x8, real stops:
 #            self-check + 20 timed steps
 #   sweep    grpo.micro_batch_size x activation_checkpointing sweep
 #   trials   20 trainers in one process
 #   soak     500 timed steps
 #   tinysoak rookworld_tiny at the tiny mode's shapes: 500 timed steps
+#   tinyprofile  the tiny mode's shapes: 5 timed steps, then kernel profiles of one step and one generation
+#   eager    the baselines without CUDA graphs of the training passes (grpo.cuda_graphs=false):
+#            the check and tiny modes' timings, no self-check
 #   trl      TRL GRPOTrainer side by side
 # Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
 # Wheels: the GPU image's torch/triton wheels; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):
@@ -39,13 +43,17 @@ bench() {  # bench NAME TIMEOUT OVERRIDES...
     timeout "$limit" python3 -m rookworld.bench bench.random_weights=true bench.output="$OUT/$name.json" \
         hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 | tee "$OUT/$name.log" | grep -v "^step " | tail -60
 }
+TINY="model=rookworld_tiny bench.random_weights=false bench.full_length=false sampling.max_new_tokens.P=112
+      sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5"
 for mode in ${1//,/ }; do
     case $mode in
         default) bench default 240 bench.steps=20 bench.profile=true bench.compare_plain_steps=2 bench.trl=false ;;
         check) bench check 240 bench.steps=20 bench.trl=false ;;
-        tiny) bench tiny 240 model=rookworld_tiny bench.random_weights=false bench.full_length=false \
-                  sampling.max_new_tokens.P=112 sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5 \
-                  bench.steps=20 bench.trl=false ;;
+        micro32) bench micro32 240 bench.steps=20 bench.trl=false bench.self_check=false grpo.micro_batch_size=32 ;;
+        tiny) bench tiny 240 $TINY bench.steps=20 bench.trl=false ;;
+        tinyprofile) bench tinyprofile 240 $TINY bench.steps=5 bench.trl=false bench.self_check=false bench.profile=true ;;
+        eager) bench check-eager 240 bench.steps=20 bench.trl=false bench.self_check=false grpo.cuda_graphs=false
+               bench tiny-eager 240 $TINY bench.steps=20 bench.trl=false bench.self_check=false grpo.cuda_graphs=false ;;
         sweep) for setting in 16,false 16,true 64,true; do
                    m=${setting%,*} c=${setting#*,}
                    bench micro$m-ckpt$c 120 bench.self_check=false bench.steps=10 bench.warmup=3 \
@@ -53,9 +61,7 @@ for mode in ${1//,/ }; do
                done ;;
         trials) bench trials 300 bench.self_check=false bench.steps=3 bench.trials=20 bench.trl=false ;;
         soak) bench soak 400 bench.self_check=false bench.steps=500 bench.trl=false ;;
-        tinysoak) bench tinysoak 400 model=rookworld_tiny bench.random_weights=false bench.full_length=false \
-                  sampling.max_new_tokens.P=112 sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5 \
-                  bench.steps=500 bench.self_check=false bench.trl=false ;;
+        tinysoak) bench tinysoak 400 $TINY bench.steps=500 bench.self_check=false bench.trl=false ;;
         trl) bench trl 300 bench.self_check=false bench.steps=8 bench.trl=auto bench.trl_steps=5 ;;
         *) echo "unknown mode $mode" ;;
     esac

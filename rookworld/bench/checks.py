@@ -9,6 +9,9 @@
   random model's flat distributions, after which the rows diverge.
 - Log-probs and loss: the fused Triton log-probs vs the chunked ones under autocast, on a sampled
   batch: max |difference| of log-probs, relative difference of a GRPO loss and of its gradient.
+- CUDA graphs of the update (grpo.cuda_graphs): on a sampled batch, the replayed forward + backward
+  (padded to the graph buckets) vs the eager one on the unpadded batch: loss and gradient
+  differences; two replays must be bitwise identical.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ from rookworld.model.decode_kernels import kernels_available
 from rookworld.model.fast_sampling import StaticDecoder
 from rookworld.model.fused_logprobs import fused_available
 from rookworld.model.logprobs import token_logprobs
+from rookworld.model.pass_graphs import ensure_grads
 from rookworld.model.sampling import Generation, generate
 from rookworld.rollout import prompt_ids
 
@@ -53,8 +57,12 @@ def self_check(trainer) -> dict:
                                                                               dict(greedy=True), device))
         if fused_available(device):
             results["fused_logprobs"] = compare_losses(trainer, graphs)
+        if trainer.policy_graphs is not None:
+            results["graphed_update"] = compare_graphed_update(trainer, graphs)
     results["ok"] = all(results[k]["identical_rows"] == len(rows) for k in
                         ("fp32_greedy", "fp32_sampled", "bf16_graph_vs_eager_sampled") if k in results)
+    if "graphed_update" in results:
+        results["ok"] = results["ok"] and results["graphed_update"]["ok"]
     return results
 
 
@@ -110,6 +118,46 @@ def loss_and_gradient(trainer, gen: Generation, mask: torch.Tensor, advantages: 
     grad = torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
     policy.zero_grad(set_to_none=True)
     return float(loss), grad, logp.detach()
+
+
+def compare_graphed_update(trainer, gen: Generation) -> dict:
+    """The update's forward + backward from CUDA graphs (first call eager + capture, then two replays)
+    against the eager pass on the unpadded rows, with a KL term to a perturbed reference."""
+    mask = gen.completion_mask.float()
+    advantages = torch.randn(mask.shape[0], generator=seeded(trainer.device), device=trainer.device)
+    with torch.no_grad():
+        batch = trainer._make_batch(gen, advantages)
+    batch.ref_logp = (batch.ref_logp if batch.ref_logp is not None else torch.zeros_like(mask)) - 0.1
+    rows = batch.rows(torch.arange(mask.shape[0], device=trainer.device))
+    normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, mask, mask.shape[1])
+    beta = 0.04
+    captures_before = trainer.policy_graphs.captures
+
+    def gradient() -> torch.Tensor:
+        return torch.cat([p.grad.flatten().clone() for p in trainer.policy.parameters()])
+
+    outputs = []
+    for _ in range(3):
+        trainer._zero_grad()
+        outputs.append((trainer._policy_pass(rows, batch.prompt_length, normalizer, beta), gradient()))
+    ensure_grads(trainer.policy.parameters())
+    trainer._zero_grad()
+    inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=trainer.device)}
+    eager = trainer._loss_and_backward(inputs, start=batch.prompt_length, num_sequences=mask.shape[0], use_kl=True)
+    eager_grad = gradient()
+    trainer._zero_grad()
+    (_, _), (replay, replay_grad), (again, again_grad) = outputs
+    loss_eager, loss_replay = float(eager["loss"]), float(replay["loss"])
+    result = {"captured": trainer.policy_graphs.captures - captures_before,
+              "replays_identical": bool(torch.equal(replay["loss"], again["loss"])
+                                        and torch.equal(replay_grad, again_grad)),
+              "loss_eager": loss_eager, "loss_replay": loss_replay,
+              "loss_rel_diff": abs(loss_eager - loss_replay) / max(abs(loss_eager), 1e-12),
+              "max_logprob_diff": float((eager["logp"] - replay["logp"]).abs()[mask.bool()].max()),
+              "grad_rel_diff": float((eager_grad - replay_grad).norm() / eager_grad.norm()),
+              "grad_cosine": float(torch.nn.functional.cosine_similarity(eager_grad, replay_grad, dim=0))}
+    result["ok"] = result["replays_identical"] and result["loss_rel_diff"] < 1e-2 and result["grad_cosine"] > 0.999
+    return result
 
 
 @contextlib.contextmanager

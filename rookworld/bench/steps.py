@@ -80,6 +80,7 @@ def time_steps(trainer: Trainer, warmup: int, steps: int) -> dict:
         torch.cuda.reset_peak_memory_stats()
     memory_start = torch.cuda.memory_allocated() if cuda else 0
     records = []
+    peak, captures = 0, pass_graph_captures(trainer)
     for step in range(warmup, warmup + steps):
         start = time.perf_counter()
         metrics, _ = trainer.train_step(step)
@@ -88,13 +89,27 @@ def time_steps(trainer: Trainer, warmup: int, steps: int) -> dict:
         records.append({"wall": time.perf_counter() - start,
                         **{p: metrics[f"time/{p}"] for p in PHASES},
                         "tokens": metrics["completions/num_tokens"], "loss": metrics["loss"],
-                        "kl": metrics.get("kl", 0.0)})
+                        "kl": metrics.get("kl", 0.0), "captured": pass_graph_captures(trainer) - captures})
+        captures += records[-1]["captured"]
+        if cuda:  # each step's own peak, so steps that capture new graphs can be told apart
+            records[-1]["peak_gib"] = torch.cuda.max_memory_allocated() / GIB
+            peak = max(peak, torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
     result = {"steps": steps, "warmup": warmup, "records": records, "summary": summarize(records)}
     if cuda:
         result["memory"] = {"start_gib": memory_start / GIB, "end_gib": torch.cuda.memory_allocated() / GIB,
-                            "peak_gib": torch.cuda.max_memory_allocated() / GIB,
-                            "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB}
+                            "peak_gib": peak / GIB,
+                            "peak_without_capture_gib": max((r["peak_gib"] for r in records if not r["captured"]),
+                                                            default=0.0),
+                            "peak_reserved_gib": torch.cuda.max_memory_reserved() / GIB,
+                            "reserved_end_gib": torch.cuda.memory_reserved() / GIB}
     return result
+
+
+def pass_graph_captures(trainer: Trainer) -> int:
+    """CUDA graphs of the training passes captured so far (0 when they are off)."""
+    graphs = (trainer.policy_graphs, trainer.logprob_graphs)
+    return sum(g.captures for g in graphs if g is not None)
 
 
 def summarize(records: list[dict]) -> dict:
@@ -167,6 +182,9 @@ def format_report(results: dict) -> str:
     for name in ("fast", "plain"):
         if name in results:
             lines += format_timing(name, results[name])
+    if "pass_graph_captures" in results:
+        c = results["pass_graph_captures"]
+        lines.append(f"CUDA graphs of the training passes captured: update {c['update']}, log-probs {c['logprobs']}")
     if "trials" in results:
         t = results["trials"]
         lines.append(f"trials: {t['trials']} x {t['steps_each']} steps, errors: {len(t['errors'])}, "
@@ -187,8 +205,10 @@ def format_timing(name: str, timing: dict) -> list[str]:
                  f"finite losses: {s['finite_losses']}")
     if "memory" in timing:
         m = timing["memory"]
-        lines.append(f"  GPU memory: peak {m['peak_gib']:.3f} GiB allocated ({m['peak_reserved_gib']:.3f} reserved), "
-                     f"allocated at start {m['start_gib']:.3f} / end {m['end_gib']:.3f} GiB")
+        lines.append(f"  GPU memory: peak {m['peak_gib']:.3f} GiB allocated ({m['peak_reserved_gib']:.3f} reserved; "
+                     f"{m['peak_without_capture_gib']:.3f} in steps that captured no graph), "
+                     f"allocated at start {m['start_gib']:.3f} / end {m['end_gib']:.3f} GiB, "
+                     f"reserved at end {m['reserved_end_gib']:.3f} GiB")
     return lines
 
 
@@ -219,6 +239,9 @@ def run(cfg: DictConfig) -> dict:
         results["self_check"] = self_check(trainer)
         print("self-check: " + json.dumps(results["self_check"]), flush=True)
     results["fast" if b.decoder == "fast" else "plain"] = time_steps(trainer, b.warmup, b.steps)
+    if trainer.policy_graphs is not None:
+        results["pass_graph_captures"] = {"update": trainer.policy_graphs.captures,
+                                          "logprobs": trainer.logprob_graphs.captures}
     if b.profile:
         results["profile"] = profile_step(trainer, b.warmup + b.steps)
         print(results["profile"]["train_step"] + "\n" + results["profile"]["generation"])

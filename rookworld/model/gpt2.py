@@ -161,7 +161,8 @@ class GPT(nn.Module):
         recompute = self.activation_checkpointing and torch.is_grad_enabled() and kv_cache is None
         for layer, block in enumerate(self.h):
             if recompute:
-                x = checkpoint(block, x, mask, None, layer, use_reentrant=False)
+                # No RNG state to preserve (no dropout); saving it would also break CUDA-graph capture.
+                x = checkpoint(block, x, mask, None, layer, use_reentrant=False, preserve_rng_state=False)
             else:
                 x = block(x, mask, kv_cache, layer)
         if kv_cache is not None:

@@ -1,0 +1,82 @@
+"""The CUDA-graph path of the training passes (rookworld/model/pass_graphs.py).
+
+What the graphs need from the rest of the trainer is checked on the CPU with the real tiny model:
+padding a batch to the graphs' bucketed widths changes no real token's log-prob, the loss or the
+gradient. Capture and replay themselves need a GPU (the CUDA test below, and the benchmark's
+self-check `graphed_update`, which compares replayed and eager losses and gradients).
+"""
+import pytest
+import torch
+
+from rookworld.bench.checks import compare_graphed_update
+from rookworld.components import build_trainer
+from rookworld.grpo.loss import LossNormalizer
+from rookworld.model.pass_graphs import pad_rows, padding
+from rookworld.rollout import generate_for_problems
+from rookworld.tracking import make_tracker
+from train_helpers import tiny_config
+
+
+def trainer_and_batch(tmp_path, *overrides):
+    cfg = tiny_config(tmp_path, "task_mix=mixed", "kl=fixed", "kl.coef=0.1", *overrides)
+    trainer = build_trainer(cfg, make_tracker(cfg))
+    rows = trainer.sample_rows()
+    gen = generate_for_problems(trainer.decoder, trainer.tokenizer, rows, trainer.max_new_tokens,
+                                generator=trainer.generator).generation
+    advantages = torch.linspace(-1, 1, len(rows))
+    with torch.no_grad():
+        batch = trainer._make_batch(gen, advantages)
+    batch.ref_logp = batch.ref_logp - 0.05  # a reference that differs, so the KL term has a gradient
+    return trainer, batch
+
+
+def loss_and_gradient(trainer, batch, bucket: int | None):
+    rows = batch.rows(torch.arange(batch.mask.shape[0]))
+    normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
+    inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.tensor(0.1)}
+    start = batch.prompt_length
+    if bucket:
+        inputs, start = pad_rows(inputs, start, bucket)
+    trainer.policy.zero_grad(set_to_none=True)
+    out = trainer._loss_and_backward(inputs, start=start, num_sequences=normalizer.num_sequences, use_kl=True)
+    grad = torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
+    return out, grad
+
+
+@pytest.mark.parametrize("bucket", [16, 7])
+def test_padding_to_the_graph_buckets_changes_no_loss_log_prob_or_gradient(tmp_path, bucket):
+    trainer, batch = trainer_and_batch(tmp_path)
+    width = batch.mask.shape[1]
+    left, right = padding(batch.prompt_length, width, bucket)
+    assert left or right  # the test pads something
+    plain, plain_grad = loss_and_gradient(trainer, batch, None)
+    padded, padded_grad = loss_and_gradient(trainer, batch, bucket)
+    assert padded["logp"].shape[1] == width + right
+    real = batch.mask.bool()
+    torch.testing.assert_close(padded["logp"][:, :width][real], plain["logp"][real], rtol=0, atol=1e-5)
+    torch.testing.assert_close(padded["loss"], plain["loss"], rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(padded_grad, plain_grad, rtol=1e-4, atol=1e-6)
+    for stat in ("clip_low", "clip_high", "clip_region"):
+        assert padded[stat] == plain[stat]
+
+
+def test_pad_rows_masks_the_padding(tmp_path):
+    rows = {"input_ids": torch.ones(2, 5, dtype=torch.long), "attention_mask": torch.ones(2, 5, dtype=torch.bool),
+            "position_ids": torch.arange(5).expand(2, 5), "mask": torch.ones(2, 3), "advantages": torch.ones(2)}
+    padded, start = pad_rows(rows, prompt_width=2, bucket=4)  # prompt 2 -> 4, completion 3 -> 4
+    assert start == 4 and padded["input_ids"].shape == (2, 8) and padded["mask"].shape == (2, 4)
+    assert padded["attention_mask"][0].tolist() == [False, False, True, True, True, True, True, False]
+    assert padded["mask"][0].tolist() == [1, 1, 1, 0]
+    assert torch.equal(padded["advantages"], rows["advantages"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
+def test_replayed_update_equals_the_eager_one_and_recaptures_when_grads_move(tmp_path):
+    trainer, batch = trainer_and_batch(tmp_path, "device=cuda")
+    gen = generate_for_problems(trainer.decoder, trainer.tokenizer, trainer.sample_rows(), trainer.max_new_tokens,
+                                generator=trainer.generator).generation
+    check = compare_graphed_update(trainer, gen)
+    assert check["ok"] and check["captured"] == 1 and check["replays_identical"], check
+    trainer.policy.zero_grad(set_to_none=True)  # gradients moved: the graphs must be captured anew
+    again = compare_graphed_update(trainer, gen)
+    assert again["ok"] and again["captured"] == 1, again
