@@ -31,8 +31,8 @@ from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
-from rookworld.model.logprobs import token_logprobs
-from rookworld.model.pass_graphs import ShapeGraphs, ensure_grads, pad_rows
+from rookworld.model.logprobs import completion_logprobs
+from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import PRUNED, SUCCESS
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems, stopped
@@ -61,21 +61,60 @@ class RunResult:
 
 @dataclass
 class Batch:
-    """Everything the update needs, fixed before the first gradient step."""
-    input_ids: torch.Tensor       # [B, P+N] left-padded prompt + completion
-    attention_mask: torch.Tensor  # [B, P+N]
-    position_ids: torch.Tensor    # [B, P+N]
-    prompt_length: int            # P
-    mask: torch.Tensor            # [B, N] float completion mask
-    advantages: torch.Tensor      # [B]
-    ref_logp: torch.Tensor | None  # [B, N] reference log-probs (KL on)
-    old_logp: torch.Tensor | None  # [B, N] sampling-policy log-probs (batch reused)
+    """Everything the update needs, fixed before the first gradient step. Rows come in GRPO groups that
+    share a prompt: the distinct prompts are kept once, and the model runs each once."""
+    prompt_ids: torch.Tensor            # [U, P] distinct prompts, left-padded
+    prompt_mask: torch.Tensor           # [U, P]
+    prompt_positions: torch.Tensor      # [U, P]
+    groups: list[int]                   # [B] each row's prompt (on the host: micro-batches pick their prompts)
+    completion_ids: torch.Tensor        # [B, N]
+    completion_positions: torch.Tensor  # [B, N]
+    mask: torch.Tensor                  # [B, N] float completion mask
+    advantages: torch.Tensor            # [B]
+    ref_logp: torch.Tensor | None = None  # [B, N] reference log-probs (KL on)
+    old_logp: torch.Tensor | None = None  # [B, N] sampling-policy log-probs (batch reused)
+
+    @classmethod
+    def from_generation(cls, gen, advantages: torch.Tensor) -> Batch:
+        P = gen.prompt_length
+        prompts = [tuple(ids) + tuple(real) for ids, real in
+                   zip(gen.input_ids[:, :P].tolist(), gen.attention_mask[:, :P].tolist())]
+        first_row: dict[tuple, int] = {}
+        for row, prompt in enumerate(prompts):
+            first_row.setdefault(prompt, row)
+        index = {prompt: i for i, prompt in enumerate(first_row)}
+        leaders = torch.tensor(list(first_row.values()), device=gen.input_ids.device)
+        return cls(prompt_ids=gen.input_ids[leaders, :P], prompt_mask=gen.attention_mask[leaders, :P],
+                   prompt_positions=gen.position_ids[leaders, :P], groups=[index[p] for p in prompts],
+                   completion_ids=gen.input_ids[:, P:], completion_positions=gen.position_ids[:, P:],
+                   mask=gen.completion_mask.float(), advantages=advantages)
+
+    def group_size(self, index: torch.Tensor) -> int:
+        """G when rows `index` are whole groups of G rows, one after the other (the usual GRPO batch;
+        GPT.completion_hidden then runs faster), else 0."""
+        groups = [self.groups[row] for row in index.tolist()]
+        distinct = list(dict.fromkeys(groups))
+        size = len(groups) // len(distinct)
+        return size if groups == [g for g in distinct for _ in range(size)] else 0
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The tensors of rows `index` (ref_logp / old_logp only when present)."""
-        tensors = dict(input_ids=self.input_ids, attention_mask=self.attention_mask, position_ids=self.position_ids,
+        """The model inputs and loss tensors of rows `index` (a CPU index) with their prompts only;
+        ref_logp / old_logp when present."""
+        picked = index.tolist()
+        prompts = sorted({self.groups[row] for row in picked})
+        renumber = {prompt: i for i, prompt in enumerate(prompts)}
+        device = self.mask.device
+        group = torch.tensor([renumber[self.groups[row]] for row in picked], device=device)
+        per_row = dict(completion_ids=self.completion_ids, completion_positions=self.completion_positions,
                        mask=self.mask, advantages=self.advantages, ref_logp=self.ref_logp, old_logp=self.old_logp)
-        return {name: t[index] for name, t in tensors.items() if t is not None}
+        per_prompt = dict(prompt_ids=self.prompt_ids, prompt_mask=self.prompt_mask,
+                          prompt_positions=self.prompt_positions)
+        everything = picked == list(range(len(self.groups))) and prompts == list(range(self.prompt_ids.shape[0]))
+        if everything:  # the usual case: no copies
+            return {"group": group, **per_prompt, **{k: t for k, t in per_row.items() if t is not None}}
+        rows, prompt_rows = index.to(device), torch.tensor(prompts, device=device)
+        return {"group": group, **{k: t[prompt_rows] for k, t in per_prompt.items()},
+                **{k: t[rows] for k, t in per_row.items() if t is not None}}
 
 
 @dataclass
@@ -219,40 +258,46 @@ class Trainer:
         return torch.tensor([s.total for s in scored], dtype=torch.float32), scored
 
     def _make_batch(self, gen, advantages: torch.Tensor) -> Batch:
-        args = (gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length)
-        ref = self._no_grad_logprobs("reference", *args) if self.kl.enabled else None
-        old = self._no_grad_logprobs("policy", *args) if self._reuses_batch else None
-        return Batch(*args, mask=gen.completion_mask.float(), advantages=advantages,
-                     ref_logp=ref, old_logp=old)
+        batch = Batch.from_generation(gen, advantages)
+        everything = torch.arange(len(batch.groups))
+        inputs, group_size = batch.rows(everything), batch.group_size(everything)
+        if self.kl.enabled:
+            batch.ref_logp = self._no_grad_logprobs("reference", inputs, group_size)
+        if self._reuses_batch:
+            batch.old_logp = self._no_grad_logprobs("policy", inputs, group_size)
+        return batch
 
     @property
     def _reuses_batch(self) -> bool:
         """Several optimizer steps per batch: old log-probs are needed and the rows get shuffled."""
         return self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
 
-    def _no_grad_logprobs(self, which: str, input_ids, attention_mask, position_ids, start: int) -> torch.Tensor:
+    def _no_grad_logprobs(self, which: str, inputs: dict[str, torch.Tensor], group_size: int) -> torch.Tensor:
         """Log-probs [B, N] of the completions under the policy or the reference (on the reference's own
         device, kl.ref_device), returned on the policy's; from a CUDA graph when they are on."""
         model = self.policy if which == "policy" else self.reference
         device = next(model.parameters()).device
-        inputs = {"input_ids": input_ids, "attention_mask": attention_mask, "position_ids": position_ids}
-        inputs = {name: t.to(device) for name, t in inputs.items()}
+        inputs = {name: t.to(device) for name, t in inputs.items() if name in MODEL_INPUTS}
         if self.logprob_graphs is None or device != self.device:
-            return self._logprob_pass(inputs, which=which, start=start)["logp"].to(self.device)
-        padded, padded_start = pad_rows(inputs, start, self.cfg.grpo.graph_bucket)
-        logp = self.logprob_graphs(padded, which=which, start=padded_start)["logp"]
-        return logp[:, :input_ids.shape[1] - start]
+            return self._logprob_pass(inputs, which=which, group_size=group_size)["logp"].to(self.device)
+        padded = pad_rows(inputs, self.cfg.grpo.graph_bucket)
+        logp = self.logprob_graphs(padded, which=which, group_size=group_size)["logp"]
+        return logp[:, :inputs["mask"].shape[1]]
 
-    def _logprob_pass(self, inputs: dict[str, torch.Tensor], which: str, start: int) -> dict[str, torch.Tensor]:
+    def _logprob_pass(self, inputs: dict[str, torch.Tensor], which: str, group_size: int) -> dict[str, torch.Tensor]:
         """No-grad log-probs of `which` model (graph-safe)."""
         model = self.policy if which == "policy" else self.reference
         with torch.no_grad(), self._autocast():
-            return {"logp": self._logprobs(model, inputs["input_ids"], inputs["attention_mask"],
-                                           inputs["position_ids"], start)}
+            return {"logp": self._completion_logprobs(model, inputs, group_size)}
 
-    def _logprobs(self, model, input_ids, attention_mask, position_ids, start, with_entropy=False):
-        return token_logprobs(model, input_ids, attention_mask, position_ids, start,
-                              temperature=self._loss_temperature(), with_entropy=with_entropy)
+    def _completion_logprobs(self, model, inputs: dict[str, torch.Tensor], group_size: int,
+                             with_entropy: bool = False):
+        # At the sampling temperature, so that the ratio is 1 before the update.
+        temperature = self.cfg.sampling.temperature if self.cfg.sampling.temperature > 0 else 1.0
+        return completion_logprobs(model, inputs["prompt_ids"], inputs["prompt_mask"], inputs["prompt_positions"],
+                                   inputs["group"], inputs["completion_ids"], inputs["mask"] > 0,
+                                   inputs["completion_positions"], temperature=temperature,
+                                   with_entropy=with_entropy, group_size=group_size)
 
     def _make_pass_graphs(self) -> None:
         """CUDA graphs of the training passes (rookworld/model/pass_graphs.py), when on; else eager."""
@@ -262,10 +307,6 @@ class Trainer:
         self.policy_graphs = ShapeGraphs(self._loss_and_backward, self.device)
         self.logprob_graphs = ShapeGraphs(self._logprob_pass, self.device, pool=self.policy_graphs.pool)
         self._captured_grads: list[int] = []
-
-    def _loss_temperature(self) -> float:
-        # Log-probs of the sampling distribution's temperature, so ratio = 1 before the update.
-        return self.cfg.sampling.temperature if self.cfg.sampling.temperature > 0 else 1.0
 
     def update(self, step: int, batch: Batch) -> dict[str, float]:
         g = self.cfg.grpo
@@ -283,21 +324,22 @@ class Trainer:
         updates = nonfinite = 0
         for epoch in range(g.num_iterations):
             order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
-            for minibatch in order.to(self.device).chunk(g.num_minibatches):
-                mb_mask = batch.mask[minibatch]
+            for minibatch in order.chunk(g.num_minibatches):
+                mb_mask = batch.mask[minibatch.to(self.device)]
                 normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
                 self._zero_grad()
                 loss_value = torch.zeros((), device=self.device)  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
                 for rows in minibatch.split(micro):
-                    out = self._policy_pass(batch.rows(rows), batch.prompt_length, normalizer, beta)
+                    inputs = batch.rows(rows)
+                    out = self._policy_pass(inputs, normalizer, beta, batch.group_size(rows))
                     loss_value += out["loss"]
                     if epoch == 0:
                         if batch.old_logp is None and sampling_logp is not None:
-                            sampling_logp[rows] = out["logp"]
-                        entropy_sum += (out["entropy"] * batch.mask[rows]).sum()
+                            sampling_logp[rows.to(self.device)] = out["logp"]
+                        entropy_sum += (out["entropy"] * inputs["mask"]).sum()
                     for key in ("clip_low", "clip_high", "clip_region"):
-                        totals[key] = totals[key] + out[key] * batch.mask[rows].sum()
+                        totals[key] = totals[key] + out[key] * inputs["mask"].sum()
                 loss_value, grad_norm = torch.stack([loss_value, self._clip_gradients().float()]).tolist()
                 if math.isfinite(loss_value) and math.isfinite(grad_norm):
                     self.optimizer.step()
@@ -323,27 +365,26 @@ class Trainer:
             result["kl"] = ((k3 * batch.mask).sum() / batch.mask.sum().clamp(min=1)).item()
         return result
 
-    def _policy_pass(self, rows: dict[str, torch.Tensor], start: int, normalizer: LossNormalizer,
-                     beta: float) -> dict[str, torch.Tensor]:
+    def _policy_pass(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
+                     group_size: int) -> dict[str, torch.Tensor]:
         """Forward and backward of one micro-batch (gradients accumulate); its loss, log-probs [b, N],
         entropies [b, N] and clip statistics. From a CUDA graph when they are on."""
         inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device)}
-        static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0)
+        static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0,
+                      group_size=group_size)
         if self.policy_graphs is None:
-            return self._loss_and_backward(inputs, start=start, **static)
+            return self._loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
-        padded, padded_start = pad_rows(inputs, start, self.cfg.grpo.graph_bucket)
-        out = self.policy_graphs(padded, start=padded_start, **static)
+        out = self.policy_graphs(pad_rows(inputs, self.cfg.grpo.graph_bucket), **static)
         width = rows["mask"].shape[1]
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
 
-    def _loss_and_backward(self, inputs: dict[str, torch.Tensor], start: int, num_sequences: int,
-                           use_kl: bool) -> dict[str, torch.Tensor]:
+    def _loss_and_backward(self, inputs: dict[str, torch.Tensor], num_sequences: int, use_kl: bool,
+                           group_size: int) -> dict[str, torch.Tensor]:
         """The GRPO loss of `inputs` and its backward (graph-safe: no host syncs)."""
         g = self.cfg.grpo
         with self._autocast():
-            logp, entropy = self._logprobs(self.policy, inputs["input_ids"], inputs["attention_mask"],
-                                           inputs["position_ids"], start, with_entropy=True)
+            logp, entropy = self._completion_logprobs(self.policy, inputs, group_size, with_entropy=True)
         logp = logp.float()
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
         per_token, ratio = clipped_surrogate(logp, old, inputs["advantages"], g.epsilon_low, g.epsilon_high)

@@ -97,6 +97,39 @@ def test_left_padding_does_not_change_real_token_logits():
             assert (batched[row, mask[row]] - alone[0]).abs().max() <= 1e-5
 
 
+@pytest.mark.parametrize("checkpointing,group_size", [(False, 0), (True, 0), (False, 3), (True, 3)])
+def test_shared_prompt_forward_equals_each_row_with_its_own_prompt(checkpointing, group_size):
+    """GPT.completion_hidden runs each distinct prompt once; its states, and the gradients through
+    them, must equal the plain forward of every row's prompt + completion."""
+    torch.manual_seed(0)
+    model = GPT(GPTConfig(vocab_size=50, n_positions=64, n_embd=48, n_layer=2, n_head=4)).double()
+    model.activation_checkpointing = checkpointing
+    P, N = 5, 4
+    prompt_mask = torch.tensor([[False, False, True, True, True], [True] * 5])
+    prompt_ids = torch.randint(0, 50, (2, P)) * prompt_mask
+    group = torch.tensor([0, 0, 0, 1, 1, 1])               # two groups of three rows
+    completion_ids = torch.randint(0, 50, (6, N))
+    completion_mask = torch.ones(6, N, dtype=torch.bool)
+    completion_mask[1, 2:] = completion_mask[4, 3:] = False  # rows that stopped early
+    row_mask = torch.cat([prompt_mask[group], completion_mask], dim=1)
+    positions = (row_mask.long().cumsum(-1) - 1).clamp(min=0)
+    weights = torch.randn(6, N, 48, dtype=torch.float64)
+
+    def states_and_gradient(shared: bool):
+        model.zero_grad(set_to_none=True)
+        if shared:
+            hidden = model.completion_hidden(prompt_ids, prompt_mask, positions[:2 * 3:3, :P], group,
+                                             completion_ids, completion_mask, positions[:, P:], group_size)
+        else:
+            hidden = model.hidden(torch.cat([prompt_ids[group], completion_ids], 1), positions, row_mask)[:, P - 1:-1]
+        (hidden * weights * completion_mask[..., None]).sum().backward()
+        return hidden.detach(), torch.cat([p.grad.flatten() for p in model.parameters()])
+
+    (shared, shared_grad), (plain, plain_grad) = states_and_gradient(True), states_and_gradient(False)
+    assert (shared - plain)[completion_mask].abs().max() <= 1e-12
+    assert (shared_grad - plain_grad).abs().max() <= 1e-10
+
+
 def test_kv_cache_prefill_then_steps_matches_full_forward():
     model = perturbed_gpt(50)
     ids, mask, positions = left_padded_batch(50)

@@ -11,7 +11,7 @@ import torch
 from rookworld.bench.checks import compare_graphed_update
 from rookworld.components import build_trainer
 from rookworld.grpo.loss import LossNormalizer
-from rookworld.model.pass_graphs import pad_rows, padding
+from rookworld.model.pass_graphs import pad_rows
 from rookworld.rollout import generate_for_problems
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
@@ -31,14 +31,14 @@ def trainer_and_batch(tmp_path, *overrides):
 
 
 def loss_and_gradient(trainer, batch, bucket: int | None):
-    rows = batch.rows(torch.arange(batch.mask.shape[0]))
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
-    inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.tensor(0.1)}
-    start = batch.prompt_length
+    everything = torch.arange(batch.mask.shape[0])
+    inputs = {**batch.rows(everything), "num_tokens": normalizer.num_tokens, "beta": torch.tensor(0.1)}
     if bucket:
-        inputs, start = pad_rows(inputs, start, bucket)
+        inputs = pad_rows(inputs, bucket)
     trainer.policy.zero_grad(set_to_none=True)
-    out = trainer._loss_and_backward(inputs, start=start, num_sequences=normalizer.num_sequences, use_kl=True)
+    out = trainer._loss_and_backward(inputs, num_sequences=normalizer.num_sequences, use_kl=True,
+                                     group_size=batch.group_size(everything))
     grad = torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
     return out, grad
 
@@ -47,11 +47,10 @@ def loss_and_gradient(trainer, batch, bucket: int | None):
 def test_padding_to_the_graph_buckets_changes_no_loss_log_prob_or_gradient(tmp_path, bucket):
     trainer, batch = trainer_and_batch(tmp_path)
     width = batch.mask.shape[1]
-    left, right = padding(batch.prompt_length, width, bucket)
-    assert left or right  # the test pads something
+    assert batch.prompt_ids.shape[1] % bucket or width % bucket  # the test pads something
     plain, plain_grad = loss_and_gradient(trainer, batch, None)
     padded, padded_grad = loss_and_gradient(trainer, batch, bucket)
-    assert padded["logp"].shape[1] == width + right
+    assert padded["logp"].shape[1] == width + (-width % bucket)
     real = batch.mask.bool()
     torch.testing.assert_close(padded["logp"][:, :width][real], plain["logp"][real], rtol=0, atol=1e-5)
     torch.testing.assert_close(padded["loss"], plain["loss"], rtol=1e-5, atol=1e-7)
@@ -60,14 +59,16 @@ def test_padding_to_the_graph_buckets_changes_no_loss_log_prob_or_gradient(tmp_p
         assert padded[stat] == plain[stat]
 
 
-def test_pad_rows_masks_the_padding(tmp_path):
-    rows = {"input_ids": torch.ones(2, 5, dtype=torch.long), "attention_mask": torch.ones(2, 5, dtype=torch.bool),
-            "position_ids": torch.arange(5).expand(2, 5), "mask": torch.ones(2, 3), "advantages": torch.ones(2)}
-    padded, start = pad_rows(rows, prompt_width=2, bucket=4)  # prompt 2 -> 4, completion 3 -> 4
-    assert start == 4 and padded["input_ids"].shape == (2, 8) and padded["mask"].shape == (2, 4)
-    assert padded["attention_mask"][0].tolist() == [False, False, True, True, True, True, True, False]
-    assert padded["mask"][0].tolist() == [1, 1, 1, 0]
-    assert torch.equal(padded["advantages"], rows["advantages"])
+def test_pad_rows_masks_the_padding():
+    rows = {"prompt_ids": torch.ones(1, 2, dtype=torch.long), "prompt_mask": torch.ones(1, 2, dtype=torch.bool),
+            "prompt_positions": torch.arange(2)[None], "group": torch.zeros(2, dtype=torch.long),
+            "completion_ids": torch.ones(2, 3, dtype=torch.long), "completion_positions": torch.arange(2, 5).expand(2, 3),
+            "mask": torch.ones(2, 3), "advantages": torch.ones(2)}
+    padded = pad_rows(rows, bucket=4)  # prompt 2 -> 4 on the left, completion 3 -> 4 on the right
+    assert padded["prompt_mask"][0].tolist() == [False, False, True, True]
+    assert padded["prompt_positions"][0].tolist() == [0, 0, 0, 1]
+    assert padded["mask"][0].tolist() == [1, 1, 1, 0] and padded["completion_ids"].shape == (2, 4)
+    assert torch.equal(padded["advantages"], rows["advantages"]) and torch.equal(padded["group"], rows["group"])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA graphs need a GPU")
@@ -80,3 +81,13 @@ def test_replayed_update_equals_the_eager_one_and_recaptures_when_grads_move(tmp
     trainer.policy.zero_grad(set_to_none=True)  # gradients moved: the graphs must be captured anew
     again = compare_graphed_update(trainer, gen)
     assert again["ok"] and again["captured"] == 1, again
+
+
+def test_group_size_is_found_only_for_whole_groups_in_order(tmp_path):
+    trainer, batch = trainer_and_batch(tmp_path)  # 2 prompts x 3 rows
+    assert batch.groups == [0, 0, 0, 1, 1, 1] and batch.prompt_ids.shape[0] == 2
+    assert batch.group_size(torch.arange(6)) == 3
+    assert batch.group_size(torch.tensor([3, 4, 5])) == 3           # one whole group
+    assert batch.group_size(torch.tensor([0, 3, 1, 4, 2, 5])) == 0  # shuffled rows
+    assert batch.group_size(torch.tensor([0, 1, 3])) == 0           # uneven groups
+    assert batch.rows(torch.tensor([3, 4]))["prompt_ids"].shape[0] == 1

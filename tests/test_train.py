@@ -50,13 +50,15 @@ def test_zero_variance_groups_are_counted(tmp_path):
 def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
     """With a reused batch the stored old log-probs must equal the gradient pass: ratio exactly 1."""
     trainer = make_trainer(tmp_path, "kl=fixed", "grpo.num_iterations=2")
-    problems = trainer.sampler.sample(2)
+    problems = trainer.sample_rows()  # groups of rows that share a prompt
     from rookworld.rollout import generate_for_problems
     rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, problems, trainer.max_new_tokens,
                                     generator=trainer.generator)
     gen = rollout.generation
     batch = trainer._make_batch(gen, torch.ones(len(problems)))
-    logp = trainer._logprobs(trainer.policy, gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length)
+    everything = torch.arange(len(problems))
+    logp, _ = trainer._completion_logprobs(trainer.policy, batch.rows(everything), batch.group_size(everything),
+                                           with_entropy=True)
     mask = batch.mask.bool()
     ratio = torch.exp(logp - batch.old_logp)[mask]
     assert torch.equal(ratio, torch.ones_like(ratio))

@@ -128,7 +128,8 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
     with torch.no_grad():
         batch = trainer._make_batch(gen, advantages)
     batch.ref_logp = (batch.ref_logp if batch.ref_logp is not None else torch.zeros_like(mask)) - 0.1
-    rows = batch.rows(torch.arange(mask.shape[0], device=trainer.device))
+    everything = torch.arange(mask.shape[0])
+    rows, group_size = batch.rows(everything), batch.group_size(everything)
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, mask, mask.shape[1])
     beta = 0.04
     captures_before = trainer.policy_graphs.captures
@@ -139,16 +140,16 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
     outputs = []
     for _ in range(3):
         trainer._zero_grad()
-        outputs.append((trainer._policy_pass(rows, batch.prompt_length, normalizer, beta), gradient()))
+        outputs.append((trainer._policy_pass(rows, normalizer, beta, group_size), gradient()))
     ensure_grads(trainer.policy.parameters())
     trainer._zero_grad()
     inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=trainer.device)}
-    eager = trainer._loss_and_backward(inputs, start=batch.prompt_length, num_sequences=mask.shape[0], use_kl=True)
+    eager = trainer._loss_and_backward(inputs, num_sequences=mask.shape[0], use_kl=True, group_size=group_size)
     eager_grad = gradient()
     trainer._zero_grad()
     (_, _), (replay, replay_grad), (again, again_grad) = outputs
     loss_eager, loss_replay = float(eager["loss"]), float(replay["loss"])
-    result = {"captured": trainer.policy_graphs.captures - captures_before,
+    result = {"captured": trainer.policy_graphs.captures - captures_before, "group_size": group_size,
               "replays_identical": bool(torch.equal(replay["loss"], again["loss"])
                                         and torch.equal(replay_grad, again_grad)),
               "loss_eager": loss_eager, "loss_replay": loss_replay,

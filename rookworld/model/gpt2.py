@@ -5,7 +5,9 @@ the token embedding, attention through `scaled_dot_product_attention`. There is 
 (RookWorld-LM never trained with it, whatever its exported config says).
 
 Left-padded batches: pass `attention_mask` [B, S] (True = real token; it covers the cached tokens
-plus the new ones) and per-row `position_ids`. Parameter names follow GPT-2 (`wte`, `h.0.attn.c_attn`,
+plus the new ones) and per-row `position_ids`. GRPO batches, whose rows come in groups that share a
+prompt, go through `completion_hidden`: each distinct prompt runs once, and each completion attends
+to its own prompt's keys and values (`SharedPrompts`). Parameter names follow GPT-2 (`wte`, `h.0.attn.c_attn`,
 ...) but linear weights use `nn.Linear`'s [out, in] layout; rookworld.model.hub converts to and from
 the Conv1D [in, out] layout of the hub files.
 """
@@ -81,6 +83,38 @@ class KVCache:
         self.length += n_tokens
 
 
+@dataclass(frozen=True)
+class SharedPrompts:
+    """The token layout of `GPT.completion_hidden`: U prompts of width P, then B completions of width
+    N, flattened into one sequence of U*P + B*N tokens; completion row b continues prompt group[b]."""
+    group: Tensor            # [B] index of each completion's prompt
+    prompt_mask: Tensor      # [U, 1, P, P] boolean attention mask of the prompts
+    completion_mask: Tensor  # [B, 1, N, P + N] of the completions over their prompt and themselves
+    U: int
+    P: int
+    B: int
+    N: int
+    group_size: int          # G when group = [0]*G + [1]*G + ... (GRPO batches), else 0
+
+    @classmethod
+    def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, group_size: int) -> SharedPrompts:
+        (U, P), (B, N) = prompt_mask.shape, completion_mask.shape
+        if group_size and U * group_size != B:
+            raise ValueError(f"group_size {group_size} x {U} prompts != {B} completions")
+        row_mask = torch.cat([prompt_mask[group], completion_mask], dim=1)  # [B, P + N] as a left-padded row
+        return cls(group, attention_mask_4d(prompt_mask, 0, P, prompt_mask.device),
+                   attention_mask_4d(row_mask, P, N, prompt_mask.device), U, P, B, N, group_size)
+
+    def per_row(self, prompt_part: Tensor, out: Tensor) -> None:
+        """Write each prompt's [.., U, H, P, D] into its rows' [.., B, H, :P, D] slots of `out`.
+        Regular groups broadcast (backward: a sum over each group, deterministic); others gather."""
+        if self.group_size:
+            rows = out.view(*out.shape[:-4], self.U, self.group_size, *out.shape[-3:])
+            rows[..., :self.P, :] = prompt_part.unsqueeze(-4)
+        else:
+            out[..., :self.P, :] = prompt_part[..., self.group, :, :, :]
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -88,7 +122,10 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
 
-    def forward(self, x: Tensor, mask: Tensor | None, kv_cache: KVCache | None, layer: int) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None,
+                layer: int) -> Tensor:
+        if isinstance(mask, SharedPrompts):
+            return self.c_proj(self.shared_prompt_attention(self.c_attn(x[0]), mask)[None])
         B, T, C = x.shape
         q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2)
                    for t in self.c_attn(x).split(C, dim=2))
@@ -97,6 +134,20 @@ class CausalSelfAttention(nn.Module):
         with sdpa_kernel(ATTENTION_BACKENDS):  # here, so that checkpoint recomputation picks the same kernel
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
+
+    def shared_prompt_attention(self, qkv: Tensor, layout: SharedPrompts) -> Tensor:
+        """Attention outputs [U*P + B*N, C] from the projections `qkv` [U*P + B*N, 3C] (layout: SharedPrompts)."""
+        U, P, B, N, H = layout.U, layout.P, layout.B, layout.N, self.n_head
+        C = qkv.shape[1] // 3
+        prompt = qkv[:U * P].view(U, P, 3, H, C // H).permute(2, 0, 3, 1, 4)  # [3, U, H, P, D]
+        completion = qkv[U * P:].view(B, N, 3, H, C // H).permute(2, 0, 3, 1, 4)  # [3, B, H, N, D]
+        kv = qkv.new_empty(2, B, H, P + N, C // H)  # each row's keys and values: its prompt's, then its own
+        layout.per_row(prompt[1:], kv)
+        kv[..., P:, :] = completion[1:]
+        with sdpa_kernel(ATTENTION_BACKENDS):
+            y_prompt = F.scaled_dot_product_attention(prompt[0], prompt[1], prompt[2], attn_mask=layout.prompt_mask)
+            y_completion = F.scaled_dot_product_attention(completion[0], kv[0], kv[1], attn_mask=layout.completion_mask)
+        return torch.cat([y_prompt.transpose(1, 2).reshape(U * P, C), y_completion.transpose(1, 2).reshape(B * N, C)])
 
 
 class MLP(nn.Module):
@@ -117,7 +168,8 @@ class Block(nn.Module):
         self.ln_2 = nn.LayerNorm(config.n_embd, eps=config.layer_norm_epsilon)
         self.mlp = MLP(config)
 
-    def forward(self, x: Tensor, mask: Tensor | None, kv_cache: KVCache | None, layer: int) -> Tensor:
+    def forward(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None,
+                layer: int) -> Tensor:
         x = x + self.attn(self.ln_1(x), mask, kv_cache, layer)
         return x + self.mlp(self.ln_2(x))
 
@@ -157,7 +209,29 @@ class GPT(nn.Module):
         if position_ids is None:
             position_ids = default_positions(attention_mask, past, T, input_ids.device)
         mask = attention_mask_4d(attention_mask, past, T, input_ids.device)
-        x = self.wte(input_ids) + self.wpe(position_ids)
+        x = self.blocks(self.wte(input_ids) + self.wpe(position_ids), mask, kv_cache)
+        if kv_cache is not None:
+            kv_cache.advance(T)
+        return self.ln_f(x)
+
+    def completion_hidden(self, prompt_ids: Tensor, prompt_mask: Tensor, prompt_positions: Tensor, group: Tensor,
+                          completion_ids: Tensor, completion_mask: Tensor, completion_positions: Tensor,
+                          group_size: int = 0) -> Tensor:
+        """Final-LayerNorm hidden states [B, N, C] that predict completion tokens [B, N]: position t holds
+        the state after the prompt and completion tokens before t. Prompts [U, P] are left-padded and run
+        once each; completion row b continues prompt group[b] (`group_size` G > 0 promises the regular
+        layout group = [0]*G + [1]*G + ..., which runs faster). Equals `hidden` on each row's prompt +
+        completion (the GRPO group's G rows share one prompt: ~G times less prompt compute)."""
+        (U, P), (B, N) = prompt_ids.shape, completion_ids.shape
+        layout = SharedPrompts.build(prompt_mask, group, completion_mask, group_size)
+        ids = torch.cat([prompt_ids.reshape(-1), completion_ids.reshape(-1)])[None]
+        positions = torch.cat([prompt_positions.reshape(-1), completion_positions.reshape(-1)])[None]
+        x = self.blocks(self.wte(ids) + self.wpe(positions), layout, None)[0]
+        last_prompt = x[:U * P].view(U, P, -1)[:, -1][group]  # predicts the first completion token
+        before = x[U * P:].view(B, N, -1)[:, :-1]
+        return self.ln_f(torch.cat([last_prompt[:, None], before], dim=1))
+
+    def blocks(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None) -> Tensor:
         recompute = self.activation_checkpointing and torch.is_grad_enabled() and kv_cache is None
         for layer, block in enumerate(self.h):
             if recompute:
@@ -165,9 +239,7 @@ class GPT(nn.Module):
                 x = checkpoint(block, x, mask, None, layer, use_reentrant=False, preserve_rng_state=False)
             else:
                 x = block(x, mask, kv_cache, layer)
-        if kv_cache is not None:
-            kv_cache.advance(T)
-        return self.ln_f(x)
+        return x
 
     def unembed(self, hidden: Tensor) -> Tensor:
         """Logits from hidden states: the output projection is the token embedding (tied)."""

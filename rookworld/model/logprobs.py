@@ -30,7 +30,24 @@ def token_logprobs(model: GPT, input_ids: Tensor, attention_mask: Tensor | None,
     if not 1 <= start < input_ids.shape[1]:
         raise ValueError(f"start must be in [1, {input_ids.shape[1]}), got {start}")
     hidden = model.hidden(input_ids, position_ids, attention_mask)[:, start - 1:-1]
-    targets = input_ids[:, start:]
+    return hidden_logprobs(model, hidden, input_ids[:, start:], temperature, chunk_size, with_entropy, fused)
+
+
+def completion_logprobs(model: GPT, prompt_ids: Tensor, prompt_mask: Tensor, prompt_positions: Tensor,
+                        group: Tensor, completion_ids: Tensor, completion_mask: Tensor,
+                        completion_positions: Tensor, temperature: float = 1.0, chunk_size: int = 32,
+                        with_entropy: bool = False, fused: bool | None = None,
+                        group_size: int = 0) -> Tensor | tuple[Tensor, Tensor]:
+    """`token_logprobs` of completions [B, N] whose rows share prompts [U, P] (completion b continues
+    prompt group[b]): each prompt runs once (GPT.completion_hidden). Same values to float rounding."""
+    hidden = model.completion_hidden(prompt_ids, prompt_mask, prompt_positions, group, completion_ids,
+                                     completion_mask, completion_positions, group_size)
+    return hidden_logprobs(model, hidden, completion_ids, temperature, chunk_size, with_entropy, fused)
+
+
+def hidden_logprobs(model: GPT, hidden: Tensor, targets: Tensor, temperature: float, chunk_size: int,
+                    with_entropy: bool, fused: bool | None) -> Tensor | tuple[Tensor, Tensor]:
+    """Log-probs (and entropies) [B, T] of `targets` [B, T] under the logits of `hidden` [B, T, C]."""
     if fused_available(hidden.device) if fused is None else fused:
         logp, entropy = fused_logprobs(model, hidden, targets, temperature)
         return (logp, entropy) if with_entropy else logp

@@ -7,7 +7,8 @@ needs to launch its hundreds to thousands of kernels one by one (rookworld_tiny'
 
 A graph fixes shapes and addresses. `pad_rows` pads a batch's prompt width (on the left) and
 completion width (on the right) up to a multiple of `bucket`; the extra positions are masked, so no
-real token's value changes. `ShapeGraphs` keeps one graph per distinct set of input shapes and
+real token's value changes. (The rows' layout is the trainer's: distinct prompts [U, P] and
+completions [B, N], rookworld.model.gpt2.GPT.completion_hidden.) `ShapeGraphs` keeps one graph per distinct set of input shapes and
 static arguments:
   - the first call of all runs `fn` eagerly on a side stream (that is the call's result; the run
     also compiles the Triton kernels and warms cuBLAS), then captures its graph. Capture records
@@ -33,30 +34,26 @@ from torch import Tensor
 
 from rookworld.model.fast_sampling import side_stream
 
-SEQUENCE_KEYS = ("input_ids", "attention_mask", "position_ids")  # [B, P + N]: padded on both sides
-COMPLETION_KEYS = ("mask", "ref_logp", "old_logp")                # [B, N]: padded on the right
+PROMPT_KEYS = ("prompt_ids", "prompt_mask", "prompt_positions")           # [U, P]: padded on the left
+COMPLETION_KEYS = ("completion_ids", "completion_positions", "mask", "ref_logp", "old_logp")  # [B, N]: right
+MODEL_INPUTS = (*PROMPT_KEYS, "group", "completion_ids", "completion_positions", "mask")  # what a forward reads
 
 
-def padding(prompt_width: int, completion_width: int, bucket: int) -> tuple[int, int]:
-    """(left, right) padding that takes both widths up to a multiple of `bucket`."""
-    return -prompt_width % bucket, -completion_width % bucket
-
-
-def pad_rows(rows: dict[str, Tensor], prompt_width: int, bucket: int) -> tuple[dict[str, Tensor], int]:
-    """`rows` with the prompt part of SEQUENCE_KEYS left-padded and the completion part of every
-    [B, N] tensor right-padded to multiples of `bucket`, and the padded prompt width. Padding is
-    masked out (attention mask False, completion mask 0); other values are zeros. Other tensors pass."""
-    completion_width = rows["input_ids"].shape[1] - prompt_width
-    left, right = padding(prompt_width, completion_width, bucket)
+def pad_rows(rows: dict[str, Tensor], bucket: int) -> dict[str, Tensor]:
+    """`rows` with the prompt tensors (PROMPT_KEYS) left-padded and the completion tensors
+    (COMPLETION_KEYS) right-padded to widths that are multiples of `bucket`. Padding is masked out
+    (prompt mask False, completion mask 0); its other values are zeros. Other tensors pass unchanged."""
+    left = -rows["prompt_ids"].shape[1] % bucket
+    right = -rows["mask"].shape[1] % bucket
     padded = {}
     for name, tensor in rows.items():
-        if name in SEQUENCE_KEYS:
-            padded[name] = F.pad(tensor, (left, right), value=0)
+        if name in PROMPT_KEYS:
+            padded[name] = F.pad(tensor, (left, 0), value=0)
         elif name in COMPLETION_KEYS:
             padded[name] = F.pad(tensor, (0, right), value=0)
         else:
             padded[name] = tensor
-    return padded, prompt_width + left
+    return padded
 
 
 def ensure_grads(parameters: Iterable[torch.nn.Parameter]) -> None:
