@@ -43,8 +43,9 @@ bench() {  # bench NAME TIMEOUT OVERRIDES...
     timeout "$limit" python3 -m rookworld.bench bench.random_weights=true bench.output="$OUT/$name.json" \
         hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 | tee "$OUT/$name.log" | grep -v "^step " | tail -60
 }
+# rookworld_tiny at the GRPO recipe's caps, task mix and update (no activation checkpointing), 8 x 8
 TINY="model=rookworld_tiny bench.random_weights=false bench.full_length=false sampling.max_new_tokens.P=112
-      sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5"
+      sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5 grpo.activation_checkpointing=false"
 for mode in ${1//,/ }; do
     case $mode in
         default) bench default 240 bench.steps=20 bench.profile=true bench.compare_plain_steps=2 bench.trl=false ;;

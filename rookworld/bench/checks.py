@@ -11,7 +11,7 @@
   batch: max |difference| of log-probs, relative difference of a GRPO loss and of its gradient.
 - CUDA graphs of the update (grpo.cuda_graphs): on a sampled batch, the replayed forward + backward
   (padded to the graph buckets) vs the eager one on the unpadded batch: loss and gradient
-  differences; two replays must be bitwise identical.
+  differences; two replays must give the identical loss and gradients equal to rounding.
 """
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ def compare_losses(trainer, gen: Generation) -> dict:
             "loss_plain": loss_a, "loss_fused": loss_b,
             "loss_rel_diff": abs(loss_a - loss_b) / max(abs(loss_a), 1e-12),
             "grad_rel_diff": float((grad_a - grad_b).norm() / grad_a.norm()),
-            "grad_cosine": float(torch.nn.functional.cosine_similarity(grad_a, grad_b, dim=0))}
+            "grad_cosine": cosine(grad_a, grad_b)}
 
 
 def loss_and_gradient(trainer, gen: Generation, mask: torch.Tensor, advantages: torch.Tensor, fused: bool):
@@ -150,15 +150,22 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
     (_, _), (replay, replay_grad), (again, again_grad) = outputs
     loss_eager, loss_replay = float(eager["loss"]), float(replay["loss"])
     result = {"captured": trainer.policy_graphs.captures - captures_before, "group_size": group_size,
-              "replays_identical": bool(torch.equal(replay["loss"], again["loss"])
-                                        and torch.equal(replay_grad, again_grad)),
+              "replays_same_loss": bool(torch.equal(replay["loss"], again["loss"])),
+              "replays_grad_cosine": cosine(replay_grad, again_grad),
               "loss_eager": loss_eager, "loss_replay": loss_replay,
               "loss_rel_diff": abs(loss_eager - loss_replay) / max(abs(loss_eager), 1e-12),
               "max_logprob_diff": float((eager["logp"] - replay["logp"]).abs()[mask.bool()].max()),
               "grad_rel_diff": float((eager_grad - replay_grad).norm() / eager_grad.norm()),
-              "grad_cosine": float(torch.nn.functional.cosine_similarity(eager_grad, replay_grad, dim=0))}
-    result["ok"] = result["replays_identical"] and result["loss_rel_diff"] < 1e-2 and result["grad_cosine"] > 0.999
+              "grad_cosine": cosine(eager_grad, replay_grad)}
+    # The forward is deterministic; attention backward kernels add in a varying order (atomics),
+    # so two replays' gradients agree to rounding, not bit for bit.
+    result["ok"] = (result["replays_same_loss"] and result["replays_grad_cosine"] > 0.99999
+                    and result["loss_rel_diff"] < 1e-2 and result["grad_cosine"] > 0.999)
     return result
+
+
+def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float(torch.nn.functional.cosine_similarity(a, b, dim=0))
 
 
 @contextlib.contextmanager
