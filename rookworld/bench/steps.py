@@ -162,7 +162,7 @@ def profile_step(trainer: Trainer, step: int) -> dict:
     return {"train_step": kernel_table(step_profile), "generation": kernel_table(generation_profile)}
 
 
-def kernel_table(prof, rows: int = 30) -> str:
+def kernel_table(prof, rows: int = 50) -> str:
     sort = "self_device_time_total" if torch.cuda.is_available() else "self_cpu_time_total"
     return prof.key_averages().table(sort_by=sort, row_limit=rows, max_name_column_width=70)
 

@@ -106,13 +106,12 @@ class SharedPrompts:
                    attention_mask_4d(row_mask, P, N, prompt_mask.device), U, P, B, N, group_size)
 
     def per_row(self, prompt_part: Tensor, out: Tensor) -> None:
-        """Write each prompt's [.., U, H, P, D] into its rows' [.., B, H, :P, D] slots of `out`.
+        """Copy each prompt's [U, P, ...] into its rows' first P positions of `out` [B, P + N, ...].
         Regular groups broadcast (backward: a sum over each group, deterministic); others gather."""
         if self.group_size:
-            rows = out.view(*out.shape[:-4], self.U, self.group_size, *out.shape[-3:])
-            rows[..., :self.P, :] = prompt_part.unsqueeze(-4)
+            out.view(self.U, self.group_size, *out.shape[1:])[:, :, :self.P] = prompt_part.unsqueeze(1)
         else:
-            out[..., :self.P, :] = prompt_part[..., self.group, :, :, :]
+            out[:, :self.P] = prompt_part[self.group]
 
 
 class CausalSelfAttention(nn.Module):
@@ -139,14 +138,22 @@ class CausalSelfAttention(nn.Module):
         """Attention outputs [U*P + B*N, C] from the projections `qkv` [U*P + B*N, 3C] (layout: SharedPrompts)."""
         U, P, B, N, H = layout.U, layout.P, layout.B, layout.N, self.n_head
         C = qkv.shape[1] // 3
-        prompt = qkv[:U * P].view(U, P, 3, H, C // H).permute(2, 0, 3, 1, 4)  # [3, U, H, P, D]
-        completion = qkv[U * P:].view(B, N, 3, H, C // H).permute(2, 0, 3, 1, 4)  # [3, B, H, N, D]
-        kv = qkv.new_empty(2, B, H, P + N, C // H)  # each row's keys and values: its prompt's, then its own
-        layout.per_row(prompt[1:], kv)
-        kv[..., P:, :] = completion[1:]
+        prompt = qkv[:U * P].view(U, P, 3, H, C // H)
+        completion = qkv[U * P:].view(B, N, 3, H, C // H)
+        # Each row's keys and values, its prompt's then its own; token-major, so the copies move
+        # whole 2C-wide token rows and attention reads head-major views of them.
+        kv = qkv.new_empty(B, P + N, 2, H, C // H)
+        layout.per_row(prompt[:, :, 1:], kv)
+        kv[:, P:] = completion[:, :, 1:]
+
+        def heads(t: Tensor, which: int) -> Tensor:  # [X, L, 3|2, H, D] -> [X, H, L, D] view
+            return t[:, :, which].transpose(1, 2)
+
         with sdpa_kernel(ATTENTION_BACKENDS):
-            y_prompt = F.scaled_dot_product_attention(prompt[0], prompt[1], prompt[2], attn_mask=layout.prompt_mask)
-            y_completion = F.scaled_dot_product_attention(completion[0], kv[0], kv[1], attn_mask=layout.completion_mask)
+            y_prompt = F.scaled_dot_product_attention(heads(prompt, 0), heads(prompt, 1), heads(prompt, 2),
+                                                      attn_mask=layout.prompt_mask)
+            y_completion = F.scaled_dot_product_attention(heads(completion, 0), heads(kv, 0), heads(kv, 1),
+                                                          attn_mask=layout.completion_mask)
         return torch.cat([y_prompt.transpose(1, 2).reshape(U * P, C), y_completion.transpose(1, 2).reshape(B * N, C)])
 
 
