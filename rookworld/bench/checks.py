@@ -117,7 +117,7 @@ def loss_and_gradient(trainer, gen: Generation, mask: torch.Tensor, advantages: 
     loss.backward()
     grad = torch.cat([p.grad.flatten() for p in policy.parameters() if p.grad is not None])
     policy.zero_grad(set_to_none=True)
-    return float(loss), grad, logp.detach()
+    return float(loss.detach()), grad, logp.detach()
 
 
 def compare_graphed_update(trainer, gen: Generation) -> dict:
