@@ -1,15 +1,16 @@
 """CUDA graphs of the training passes (the update's forward + backward, the no-grad log-prob passes),
 one per padded batch shape.
 
-At GRPO batch sizes a GPT-2-sized or smaller model runs a pass in fewer milliseconds than the host
-needs to launch its hundreds to thousands of kernels one by one (rookworld_tiny's eager update was
-~50 ms, nearly all of it launching). A CUDA graph launches them all at once.
+At GRPO batch sizes a GPT-2-sized or smaller model runs a pass in less time than the host needs to
+launch its hundreds to thousands of kernels one by one; a CUDA graph launches them all at once (on
+an H100 the rookworld_tiny update with activation checkpointing took 0.052 s eagerly, 0.019 s
+replayed: docs/perf-notes.md).
 
 A graph fixes shapes and addresses. `pad_rows` pads a batch's prompt width (on the left) and
 completion width (on the right) up to a multiple of `bucket`; the extra positions are masked, so no
 real token's value changes. (The rows' layout is the trainer's: distinct prompts [U, P] and
-completions [B, N], rookworld.model.gpt2.GPT.completion_hidden.) `ShapeGraphs` keeps one graph per distinct set of input shapes and
-static arguments:
+completions [B, N], see GPT.completion_hidden.) `ShapeGraphs` keeps one graph per distinct set of
+input shapes and static arguments:
   - the first call of all runs `fn` eagerly on a side stream (that is the call's result; the run
     also compiles the Triton kernels and warms cuBLAS), then captures its graph. Capture records
     without running, so nothing is computed twice;
