@@ -338,8 +338,9 @@ class Trainer:
                         if batch.old_logp is None and sampling_logp is not None:
                             sampling_logp[rows.to(self.device)] = out["logp"]
                         entropy_sum += (out["entropy"] * inputs["mask"]).sum()
+                    mb_tokens = inputs["mask"].sum()
                     for key in ("clip_low", "clip_high", "clip_region"):
-                        totals[key] = totals[key] + out[key] * inputs["mask"].sum()
+                        totals[key] = totals[key] + out[key] * mb_tokens
                 loss_value, grad_norm = torch.stack([loss_value, self._clip_gradients().float()]).tolist()
                 if math.isfinite(loss_value) and math.isfinite(grad_norm):
                     self.optimizer.step()
@@ -369,15 +370,21 @@ class Trainer:
                      group_size: int) -> dict[str, torch.Tensor]:
         """Forward and backward of one micro-batch (gradients accumulate); its loss, log-probs [b, N],
         entropies [b, N] and clip statistics. From a CUDA graph when they are on."""
-        inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device)}
-        static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0,
-                      group_size=group_size)
+        inputs, static = self._pass_inputs(rows, normalizer, beta, group_size)
         if self.policy_graphs is None:
             return self._loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
         out = self.policy_graphs(pad_rows(inputs, self.cfg.grpo.graph_bucket), **static)
         width = rows["mask"].shape[1]
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
+
+    def _pass_inputs(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
+                     group_size: int) -> tuple[dict[str, torch.Tensor], dict]:
+        """The tensors and the static arguments of `_loss_and_backward` for one micro-batch."""
+        inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device)}
+        static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0,
+                      group_size=group_size)
+        return inputs, static
 
     def _loss_and_backward(self, inputs: dict[str, torch.Tensor], num_sequences: int, use_kl: bool,
                            group_size: int) -> dict[str, torch.Tensor]:

@@ -33,12 +33,11 @@ def trainer_and_batch(tmp_path, *overrides):
 def loss_and_gradient(trainer, batch, bucket: int | None):
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
     everything = torch.arange(batch.mask.shape[0])
-    inputs = {**batch.rows(everything), "num_tokens": normalizer.num_tokens, "beta": torch.tensor(0.1)}
+    inputs, static = trainer._pass_inputs(batch.rows(everything), normalizer, 0.1, batch.group_size(everything))
     if bucket:
         inputs = pad_rows(inputs, bucket)
     trainer.policy.zero_grad(set_to_none=True)
-    out = trainer._loss_and_backward(inputs, num_sequences=normalizer.num_sequences, use_kl=True,
-                                     group_size=batch.group_size(everything))
+    out = trainer._loss_and_backward(inputs, **static)
     grad = torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
     return out, grad
 

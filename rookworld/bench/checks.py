@@ -143,8 +143,8 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
         outputs.append((trainer._policy_pass(rows, normalizer, beta, group_size), gradient()))
     ensure_grads(trainer.policy.parameters())
     trainer._zero_grad()
-    inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=trainer.device)}
-    eager = trainer._loss_and_backward(inputs, num_sequences=mask.shape[0], use_kl=True, group_size=group_size)
+    inputs, static = trainer._pass_inputs(rows, normalizer, beta, group_size)
+    eager = trainer._loss_and_backward(inputs, **static)
     eager_grad = gradient()
     trainer._zero_grad()
     (_, _), (replay, replay_grad), (again, again_grad) = outputs

@@ -90,11 +90,23 @@ class SharedPrompts:
     group: Tensor            # [B] index of each completion's prompt
     prompt_mask: Tensor      # [U, 1, P, P] boolean attention mask of the prompts
     completion_mask: Tensor  # [B, 1, N, P + N] of the completions over their prompt and themselves
-    U: int
-    P: int
-    B: int
-    N: int
     group_size: int          # G when group = [0]*G + [1]*G + ... (GRPO batches), else 0
+
+    @property
+    def U(self) -> int:
+        return self.prompt_mask.shape[0]
+
+    @property
+    def P(self) -> int:
+        return self.prompt_mask.shape[2]
+
+    @property
+    def B(self) -> int:
+        return self.completion_mask.shape[0]
+
+    @property
+    def N(self) -> int:
+        return self.completion_mask.shape[2]
 
     @classmethod
     def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, group_size: int) -> SharedPrompts:
@@ -103,7 +115,7 @@ class SharedPrompts:
             raise ValueError(f"group_size {group_size} x {U} prompts != {B} completions")
         row_mask = torch.cat([prompt_mask[group], completion_mask], dim=1)  # [B, P + N] as a left-padded row
         return cls(group, attention_mask_4d(prompt_mask, 0, P, prompt_mask.device),
-                   attention_mask_4d(row_mask, P, N, prompt_mask.device), U, P, B, N, group_size)
+                   attention_mask_4d(row_mask, P, N, prompt_mask.device), group_size)
 
     def per_row(self, prompt_part: Tensor, out: Tensor) -> None:
         """Copy each prompt's [U, P, ...] into its rows' first P positions of `out` [B, P + N, ...].
