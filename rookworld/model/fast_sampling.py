@@ -45,7 +45,7 @@ from torch.nn.attention import sdpa_kernel
 
 from rookworld.model import decode_kernels as kernels
 from rookworld.model.fused_logprobs import VOCAB_ALIGN
-from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_mask_4d
+from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_bias, attention_mask_4d
 from rookworld.model.sampling import (Generation, PlainDecoder, check_request, keep_top_k, keep_top_p,
                                       left_pad)
 
@@ -328,7 +328,7 @@ class StaticDecoder:
         U, P = b.prefill_ids.shape
         real = b.prefill_mask
         positions = (real.long().cumsum(-1) - 1).clamp(min=0)
-        mask = additive_mask(attention_mask_4d(real, 0, P, self.device), self.dtype)
+        mask = attention_bias(attention_mask_4d(real, 0, P, self.device), self.dtype)
         x = F.embedding(b.prefill_ids, self.weights["wte.weight"]) + F.embedding(positions, self.weights["wpe.weight"])
         for layer in range(self.model.config.n_layer):
             x = self._prefill_layer(layer, x, mask, U, P)
@@ -527,11 +527,6 @@ def side_stream(device: torch.device) -> torch.cuda.Stream:
 
 def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
-
-
-def additive_mask(mask: Tensor, dtype: torch.dtype) -> Tensor:
-    """Boolean mask (True = visible) -> 0 / -inf in `dtype`, as SDPA itself converts it."""
-    return torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill_(~mask, float("-inf"))
 
 
 def empty_generation(prompt_ids: Tensor, prompt_mask: Tensor) -> Generation:

@@ -26,6 +26,7 @@ from torch.utils.checkpoint import checkpoint
 # SDPA backends, in order. Not cuDNN: it builds an execution plan for every new shape (tens of ms
 # each time the padded prompt width changes) where flash / memory-efficient attention need none.
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+ALIGN_BIAS = 16  # memory-efficient attention's alignment of an attention bias's rows (elements)
 
 
 @dataclass(frozen=True)
@@ -88,42 +89,47 @@ class SharedPrompts:
     """The token layout of `GPT.completion_hidden`: U prompts of width P, then B completions of width
     N, flattened into one sequence of U*P + B*N tokens; completion row b continues prompt group[b]."""
     group: Tensor            # [B] index of each completion's prompt
-    prompt_mask: Tensor      # [U, 1, P, P] boolean attention mask of the prompts
-    completion_mask: Tensor  # [B, 1, N, P + N] of the completions over their prompt and themselves
+    prompt_bias: Tensor      # [U, 1, P, P] additive attention mask of the prompts (attention_bias)
+    completion_bias: Tensor  # [B, 1, N, P + N] of the completions over their prompt and themselves
     group_size: int          # G when group = [0]*G + [1]*G + ... (GRPO batches), else 0
 
     @property
     def U(self) -> int:
-        return self.prompt_mask.shape[0]
+        return self.prompt_bias.shape[0]
 
     @property
     def P(self) -> int:
-        return self.prompt_mask.shape[2]
+        return self.prompt_bias.shape[2]
 
     @property
     def B(self) -> int:
-        return self.completion_mask.shape[0]
+        return self.completion_bias.shape[0]
 
     @property
     def N(self) -> int:
-        return self.completion_mask.shape[2]
+        return self.completion_bias.shape[2]
 
     @classmethod
-    def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, group_size: int) -> SharedPrompts:
+    def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, group_size: int,
+              dtype: torch.dtype) -> SharedPrompts:
+        """The layout of boolean masks [U, P] and [B, N]; attention biases in `dtype` (the queries')."""
         (U, P), (B, N) = prompt_mask.shape, completion_mask.shape
         if group_size and U * group_size != B:
             raise ValueError(f"group_size {group_size} x {U} prompts != {B} completions")
         row_mask = torch.cat([prompt_mask[group], completion_mask], dim=1)  # [B, P + N] as a left-padded row
-        return cls(group, attention_mask_4d(prompt_mask, 0, P, prompt_mask.device),
-                   attention_mask_4d(row_mask, P, N, prompt_mask.device), group_size)
+        return cls(group, attention_bias(attention_mask_4d(prompt_mask, 0, P, prompt_mask.device), dtype),
+                   attention_bias(attention_mask_4d(row_mask, P, N, prompt_mask.device), dtype), group_size)
 
-    def per_row(self, prompt_part: Tensor, out: Tensor) -> None:
-        """Copy each prompt's [U, P, ...] into its rows' first P positions of `out` [B, P + N, ...].
-        Regular groups broadcast (backward: a sum over each group, deterministic); others gather."""
+    def rows_after_prompts(self, prompt_part: Tensor, completion_part: Tensor) -> Tensor:
+        """[B, P + N, W]: each completion row's [N, W] after its prompt's [P, W] (one concatenation).
+        Regular groups read each prompt broadcast over its G rows (backward: a sum per group,
+        deterministic); others gather."""
+        U, P, W = prompt_part.shape
         if self.group_size:
-            out.view(self.U, self.group_size, *out.shape[1:])[:, :, :self.P] = prompt_part.unsqueeze(1)
-        else:
-            out[:, :self.P] = prompt_part[self.group]
+            G = self.group_size
+            rows = torch.cat([prompt_part[:, None].expand(U, G, P, W), completion_part.view(U, G, -1, W)], dim=2)
+            return rows.view(self.B, -1, W)
+        return torch.cat([prompt_part[self.group], completion_part], dim=1)
 
 
 class CausalSelfAttention(nn.Module):
@@ -150,22 +156,24 @@ class CausalSelfAttention(nn.Module):
         """Attention outputs [U*P + B*N, C] from the projections `qkv` [U*P + B*N, 3C] (layout: SharedPrompts)."""
         U, P, B, N, H = layout.U, layout.P, layout.B, layout.N, self.n_head
         C = qkv.shape[1] // 3
-        prompt = qkv[:U * P].view(U, P, 3, H, C // H)
-        completion = qkv[U * P:].view(B, N, 3, H, C // H)
-        # Each row's keys and values, its prompt's then its own; token-major, so the copies move
-        # whole 2C-wide token rows and attention reads head-major views of them.
-        kv = qkv.new_empty(B, P + N, 2, H, C // H)
-        layout.per_row(prompt[:, :, 1:], kv)
-        kv[:, P:] = completion[:, :, 1:]
+        D = C // H
+        # Views only (splits and unbinds): their backward is one concatenation or stack each, where
+        # selecting q, k and v out of a [.., 3, H, D] view would zero-fill and copy per tensor.
+        q, kv = qkv.split([C, 2 * C], dim=1)
+        prompt_q, completion_q = q.split([U * P, B * N])
+        prompt_kv, completion_kv = kv.split([U * P, B * N])
+        row_kv = layout.rows_after_prompts(prompt_kv.view(U, P, 2 * C), completion_kv.view(B, N, 2 * C))
 
-        def heads(t: Tensor, which: int) -> Tensor:  # [X, L, 3|2, H, D] -> [X, H, L, D] view
-            return t[:, :, which].transpose(1, 2)
+        def heads(t: Tensor, X: int) -> Tensor:  # [X*L, C] or [X, L, C] -> [X, H, L, D] view
+            return t.reshape(X, -1, H, D).transpose(1, 2)
 
+        prompt_k, prompt_v = prompt_kv.view(U, P, 2, C).unbind(2)
+        row_k, row_v = row_kv.view(B, P + N, 2, C).unbind(2)
         with sdpa_kernel(ATTENTION_BACKENDS):
-            y_prompt = F.scaled_dot_product_attention(heads(prompt, 0), heads(prompt, 1), heads(prompt, 2),
-                                                      attn_mask=layout.prompt_mask)
-            y_completion = F.scaled_dot_product_attention(heads(completion, 0), heads(kv, 0), heads(kv, 1),
-                                                          attn_mask=layout.completion_mask)
+            y_prompt = F.scaled_dot_product_attention(heads(prompt_q, U), heads(prompt_k, U), heads(prompt_v, U),
+                                                      attn_mask=layout.prompt_bias)
+            y_completion = F.scaled_dot_product_attention(heads(completion_q, B), heads(row_k, B), heads(row_v, B),
+                                                          attn_mask=layout.completion_bias)
         return torch.cat([y_prompt.transpose(1, 2).reshape(U * P, C), y_completion.transpose(1, 2).reshape(B * N, C)])
 
 
@@ -242,13 +250,20 @@ class GPT(nn.Module):
         layout group = [0]*G + [1]*G + ..., which runs faster). Equals `hidden` on each row's prompt +
         completion (the GRPO group's G rows share one prompt: ~G times less prompt compute)."""
         (U, P), (B, N) = prompt_ids.shape, completion_ids.shape
-        layout = SharedPrompts.build(prompt_mask, group, completion_mask, group_size)
+        layout = SharedPrompts.build(prompt_mask, group, completion_mask, group_size, self.compute_dtype())
         ids = torch.cat([prompt_ids.reshape(-1), completion_ids.reshape(-1)])[None]
         positions = torch.cat([prompt_positions.reshape(-1), completion_positions.reshape(-1)])[None]
         x = self.blocks(self.wte(ids) + self.wpe(positions), layout, None)[0]
         last_prompt = x[:U * P].view(U, P, -1)[:, -1][group]  # predicts the first completion token
         before = x[U * P:].view(B, N, -1)[:, :-1]
         return self.ln_f(torch.cat([last_prompt[:, None], before], dim=1))
+
+    def compute_dtype(self) -> torch.dtype:
+        """The dtype attention runs in: autocast's when it is on, else the weights'."""
+        device_type = self.wte.weight.device.type
+        if torch.is_autocast_enabled(device_type):
+            return torch.get_autocast_dtype(device_type)
+        return self.wte.weight.dtype
 
     def blocks(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None) -> Tensor:
         recompute = self.activation_checkpointing and torch.is_grad_enabled() and kv_cache is None
@@ -289,3 +304,13 @@ def attention_mask_4d(attention_mask: Tensor | None, past: int, T: int, device: 
         # Its output is garbage that no real token attends to.
         mask = mask & (attention_mask[:, None, :] | (key == query)[None])
     return mask[:, None]
+
+
+def attention_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:
+    """Boolean mask [..., S] (True = visible) -> additive 0 / -inf in `dtype`, each row of S stored
+    16-element aligned (a view of a padded buffer). Memory-efficient attention reads this as it is;
+    given a boolean mask, or an unaligned one, it would convert and pad it on every call (forward and
+    recomputation of every layer)."""
+    S = mask.shape[-1]
+    padded = torch.zeros(*mask.shape[:-1], -(-S // ALIGN_BIAS) * ALIGN_BIAS, dtype=dtype, device=mask.device)
+    return padded[..., :S].masked_fill_(~mask, float("-inf"))
