@@ -70,12 +70,12 @@ class Batch:
     completion_ids: torch.Tensor        # [B, N]
     completion_positions: torch.Tensor  # [B, N]
     mask: torch.Tensor                  # [B, N] float completion mask
-    advantages: torch.Tensor            # [B]
+    advantages: torch.Tensor | None = None  # [B] (set once the rewards are in)
     ref_logp: torch.Tensor | None = None  # [B, N] reference log-probs (KL on)
     old_logp: torch.Tensor | None = None  # [B, N] sampling-policy log-probs (batch reused)
 
     @classmethod
-    def from_generation(cls, gen, advantages: torch.Tensor) -> Batch:
+    def from_generation(cls, gen, advantages: torch.Tensor | None = None) -> Batch:
         P = gen.prompt_length
         prompts = [tuple(ids) + tuple(real) for ids, real in
                    zip(gen.input_ids[:, :P].tolist(), gen.attention_mask[:, :P].tolist())]
@@ -210,14 +210,17 @@ class Trainer:
         rows = self.sample_rows()
         with timer("generation"):
             rollout = self.generate(rows)
+            texts = decode_completions(self.tokenizer, rollout)  # on the host before the GPU gets more work
+        # The log-prob passes are queued first and the rewards computed on the host while the GPU
+        # runs them: "logprobs" times the queueing, "scoring" ends when both are done.
+        with timer("logprobs", wait=False), torch.no_grad():
+            batch = self._make_batch(rollout.generation)
         with timer("scoring"):
-            rewards, scored = self.score(rollout)
+            rewards, scored = self.score(rollout.problems, texts)
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
             adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards,
                                    self.cfg.grpo.advantage_std)
-        gen = rollout.generation
-        with timer("logprobs"), torch.no_grad():
-            batch = self._make_batch(gen, adv.values.to(self.device))
+            batch.advantages = adv.values.to(self.device)
         with timer("update"):
             update = self.update(step, batch)
         kl = update.pop("kl", None)
@@ -251,13 +254,13 @@ class Trainer:
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                                          generator=self.generator)
 
-    def score(self, rollout) -> tuple[torch.Tensor, list]:
-        """Reward of every completion against its own problem's ground truth."""
-        texts = decode_completions(self.tokenizer, rollout)
-        scored = [self.reward_fn(p, t) for p, t in zip(rollout.problems, texts)]
+    def score(self, problems: list[Problem], texts: list[str]) -> tuple[torch.Tensor, list]:
+        """Reward of every completion text against its own problem's ground truth."""
+        scored = [self.reward_fn(p, t) for p, t in zip(problems, texts)]
         return torch.tensor([s.total for s in scored], dtype=torch.float32), scored
 
-    def _make_batch(self, gen, advantages: torch.Tensor) -> Batch:
+    def _make_batch(self, gen, advantages: torch.Tensor | None = None) -> Batch:
+        """The batch of `gen` with its reference (and old-policy) log-probs queued on the device."""
         batch = Batch.from_generation(gen, advantages)
         everything = torch.arange(len(batch.groups))
         inputs, group_size = batch.rows(everything), batch.group_size(everything)
@@ -571,10 +574,11 @@ class PhaseTimer:
         self.device, self.sync, self.seconds = device, sync, {}
 
     @contextlib.contextmanager
-    def __call__(self, phase: str):
+    def __call__(self, phase: str, wait: bool = True):
+        """Time `phase`; wait=False: never synchronise at its end (work meant to overlap the next)."""
         start = time.perf_counter()
         yield
-        if self.sync and self.device.type == "cuda":
+        if wait and self.sync and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
         self.seconds[phase] = time.perf_counter() - start
 
