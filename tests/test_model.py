@@ -263,3 +263,13 @@ def test_every_newline_only_token_is_a_stop_token(tmp_path: Path) -> None:
     rollout = Rollout(problems=[], generation=generation)
     assert stopped(gpt2, rollout).tolist() == [True, False]  # ended by "\n\n"; cut at the cap
     assert decode_completions(gpt2, rollout) == ["a", "a \na"]
+
+
+def test_prompt_broadcast_equals_the_concatenation_it_replaces_and_its_gradient_checks():
+    from rookworld.model.gpt2 import PromptBroadcast
+    U, G, P, N, W = 3, 4, 5, 6, 8
+    prompts = torch.randn(U, P, W, dtype=torch.float64, requires_grad=True)
+    completions = torch.randn(U * G, N, W, dtype=torch.float64, requires_grad=True)
+    expected = torch.cat([prompts[:, None].expand(U, G, P, W).reshape(U * G, P, W), completions], dim=1)
+    assert torch.equal(PromptBroadcast.apply(prompts, completions, G), expected)
+    assert torch.autograd.gradcheck(lambda p, c: PromptBroadcast.apply(p, c, G), (prompts, completions))
