@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# A/B of the working tree against .wt-base (a copy of an earlier tree) in one device call:
+#   bash tools/probes/ab.sh MODE...   (modes: check tiny checkbase tinybase)
+source tools/device_env.sh || exit 1
+cp -r rookworld/assets .wt-base/rookworld/ 2>/dev/null
+OUT=${OUT:-/tmp/out}
+TINY="model=rookworld_tiny bench.random_weights=false bench.full_length=false sampling.max_new_tokens.P=112
+      sampling.max_new_tokens.A=64 task_mix.P=0.5 task_mix.A=0.5 grpo.activation_checkpointing=false"
+run() {  # run NAME DIR OVERRIDES...
+    local name=$1 dir=$2; shift 2
+    echo "=== $name ($dir): $*"
+    (cd "$dir" && PYTHONPATH=$PWD:/tmp/site timeout 240 python3 -m rookworld.bench bench.random_weights=true \
+        bench.trl=false bench.output="$OUT/$name.json" hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 \
+        | tee "$OUT/$name.log" | grep -v "^step " | grep -E "wall|generation|scoring|logprobs|update|peak|check|tokens" | head -14)
+}
+for mode in "$@"; do
+    case $mode in
+        check) run check . bench.steps=20 ;;
+        checkbase) run checkbase .wt-base bench.steps=20 bench.self_check=false ;;
+        tiny) run tiny . $TINY bench.steps=20 ;;
+        tinybase) run tinybase .wt-base $TINY bench.steps=20 bench.self_check=false ;;
+        checkfast) run checkfast . bench.steps=20 bench.self_check=false ;;
+        tinyfast) run tinyfast . $TINY bench.steps=20 bench.self_check=false ;;
+        profile) run profile . bench.steps=5 bench.self_check=false bench.profile=true ;;
+        tinyprofile) run tinyprofile . $TINY bench.steps=5 bench.self_check=false bench.profile=true ;;
+        decode) timeout 200 python3 tools/decode_bench.py default LINEAR_PROGRAMS=264 LINEAR_BLOCK_N=16 \
+                    LINEAR_WARPS=8 LINEAR_MAX_SPLITS=4 ATTENTION_WARPS=4 ATTENTION_BLOCK=64 2>&1 | tail -12 ;;
+        *) echo "unknown mode $mode" ;;
+    esac
+done
