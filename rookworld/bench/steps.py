@@ -2,8 +2,10 @@
 
 Composes conf/bench.yaml (the training config at the benchmark's shapes plus `bench.*` knobs),
 builds a Trainer like `rookworld.train` does, runs `bench.warmup` untimed steps, then times
-`bench.steps` calls of the real `Trainer.train_step` with exact per-phase times (generation,
-scoring, reference/old log-probs, update = forward/backward/optimizer). Prints a table and writes
+`bench.steps` calls of the real `Trainer.train_step` with exact per-phase times (generation with
+the completion texts; logprobs = queueing the reference/old log-prob passes; scoring = the rewards,
+computed on the host while those passes run, until both are done; update = forward/backward/
+optimizer). Prints a table and writes
 `bench.json` (to the Hydra run dir and to `bench.output` if set).
 
 Model: `model` as configured (RookWorld-LM-124M from the hub by default). When it cannot be loaded
