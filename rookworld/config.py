@@ -84,6 +84,8 @@ def validate(cfg: DictConfig) -> None:
     require(s.temperature >= 0, "sampling.temperature", s.temperature, "must be >= 0 (0 = greedy)")
     require(s.top_k >= 0, "sampling.top_k", s.top_k, "must be >= 0 (0 = off)")
     require(0 < s.top_p <= 1, "sampling.top_p", s.top_p, "must be in (0, 1]")
+    require(isinstance(s.finish_check_every, int) and s.finish_check_every >= 1, "sampling.finish_check_every",
+            s.finish_check_every, "must be an integer >= 1")
     for task, cap in s.max_new_tokens.items():
         require(cap >= 1, f"sampling.max_new_tokens.{task}", cap, "must be >= 1")
     require(cfg.steps >= 0, "steps", cfg.steps, "must be >= 0")

@@ -147,7 +147,7 @@ class Trainer:
         self.last_eval: EvalResult | None = None
         self.last_eval_step = -1
         # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
-        self.decoder = self.decoder or make_decoder(self.policy)
+        self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
         self._make_pass_graphs()
         if cfg.resume_from:

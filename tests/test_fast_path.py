@@ -93,7 +93,7 @@ def test_results_do_not_alias_the_decoders_buffers(tiny_model):
 
 def test_plain_sampler_stays_the_cpu_path(tiny_model):
     model, _ = tiny_model
-    assert isinstance(make_decoder(model), PlainDecoder)
+    assert isinstance(make_decoder(model, check_every=16), PlainDecoder)
 
 
 def test_activation_checkpointing_changes_nothing_but_memory(tiny_model):

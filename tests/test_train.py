@@ -150,7 +150,7 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key)
     "log_every=0", "optimizer.name=adam", "grpo.reward_norm.momentum=1.5", "eval.batch_size=0", "eval.every=-1",
     "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
     "task_mix.P=abc", "data.kind=foo", "data=rookworld7m data.heldout=hubb", "data.arbiter_cases.normal=-1",
-    "tracking.flush_interval_s=0", "tracking.param_value_max=2", "eval.cache_dir=",
+    "tracking.flush_interval_s=0", "sampling.finish_check_every=0", "tracking.param_value_max=2", "eval.cache_dir=",
 ])
 def test_config_validation_names_the_bad_value(tmp_path, override):
     *extra, bad = override.split()

@@ -57,7 +57,8 @@ def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decod
     chosen decoder (bench.full_length: stops ignored) and a device sync per phase (exact phase times)."""
     device = policy.wte.weight.device
     full = bool(cfg.bench.full_length)
-    chosen = make_decoder(policy, ignore_stops=full) if decoder == "fast" else PlainDecoder(policy, ignore_stops=full)
+    chosen = make_decoder(policy, ignore_stops=full, check_every=cfg.sampling.finish_check_every) \
+        if decoder == "fast" else PlainDecoder(policy, ignore_stops=full)
     return Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
                    reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker(),
                    decoder=chosen, sync_phases=True)

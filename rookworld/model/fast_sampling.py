@@ -481,10 +481,11 @@ def kernel_splits(config) -> dict[str, int]:
             "mlp_proj": kernels.split_count(C, 4 * C)}
 
 
-def make_decoder(model: GPT, *, ignore_stops: bool = False) -> StaticDecoder | PlainDecoder:
-    """The fast path on CUDA; the plain sampler behind the same interface elsewhere."""
+def make_decoder(model: GPT, *, check_every: int, ignore_stops: bool = False) -> StaticDecoder | PlainDecoder:
+    """The fast path on CUDA (checking every `check_every` steps whether all rows stopped); the plain
+    sampler behind the same interface elsewhere."""
     if model.wte.weight.device.type == "cuda":
-        return StaticDecoder(model, ignore_stops=ignore_stops)
+        return StaticDecoder(model, ignore_stops=ignore_stops, check_every=check_every)
     return PlainDecoder(model, ignore_stops=ignore_stops)
 
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # A/B of the working tree against .wt-base (a copy of an earlier tree) in one device call:
-#   bash tools/probes/ab.sh MODE...   (modes: check tiny checkbase tinybase)
+#   bash tools/probes/ab.sh MODE...   (modes: check tiny checkbase tinybase checkfast tinyfast profile
+#   tinyprofile decode tinycheckN, N = sampling.finish_check_every)
 source tools/device_env.sh || exit 1
 cp -r rookworld/assets .wt-base/rookworld/ 2>/dev/null
 OUT=${OUT:-/tmp/out}
@@ -21,6 +22,8 @@ for mode in "$@"; do
         tinybase) run tinybase .wt-base $TINY bench.steps=20 bench.self_check=false ;;
         checkfast) run checkfast . bench.steps=20 bench.self_check=false ;;
         tinyfast) run tinyfast . $TINY bench.steps=20 bench.self_check=false ;;
+        tinycheck*) n=${mode#tinycheck}; run tiny-check$n . $TINY bench.steps=20 bench.self_check=false \
+                        sampling.finish_check_every=$n ;;
         profile) run profile . bench.steps=5 bench.self_check=false bench.profile=true ;;
         tinyprofile) run tinyprofile . $TINY bench.steps=5 bench.self_check=false bench.profile=true ;;
         decode) timeout 200 python3 tools/decode_bench.py default LINEAR_PROGRAMS=264 LINEAR_BLOCK_N=16 \
