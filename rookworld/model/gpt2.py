@@ -23,6 +23,8 @@ from torch import Tensor
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.checkpoint import checkpoint
 
+from rookworld.model.layer_norm import add_layer_norm, layer_norm_to
+
 # SDPA backends, in order. Not cuDNN: it builds an execution plan for every new shape (tens of ms
 # each time the padded prompt width changes) where flash / memory-efficient attention need none.
 ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
@@ -215,8 +217,11 @@ class Block(nn.Module):
 
     def forward(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None,
                 layer: int) -> Tensor:
-        x = x + self.attn(self.ln_1(x), mask, kv_cache, layer)
-        return x + self.mlp(self.ln_2(x))
+        # x + attn(ln_1(x)), then + mlp(ln_2(...)); each LayerNorm (and the add before ln_2) in one
+        # kernel that also casts to the matmul dtype (rookworld/model/layer_norm.py).
+        dtype = matmul_dtype(x)
+        x, h = add_layer_norm(x, self.attn(layer_norm_to(x, self.ln_1, dtype), mask, kv_cache, layer), self.ln_2, dtype)
+        return x + self.mlp(h)
 
 
 class GPT(nn.Module):
@@ -268,20 +273,13 @@ class GPT(nn.Module):
         layout group = [0]*G + [1]*G + ..., which runs faster). Equals `hidden` on each row's prompt +
         completion (the GRPO group's G rows share one prompt: ~G times less prompt compute)."""
         (U, P), (B, N) = prompt_ids.shape, completion_ids.shape
-        layout = SharedPrompts.build(prompt_mask, group, completion_mask, group_size, self.compute_dtype())
+        layout = SharedPrompts.build(prompt_mask, group, completion_mask, group_size, matmul_dtype(self.wte.weight))
         ids = torch.cat([prompt_ids.reshape(-1), completion_ids.reshape(-1)])[None]
         positions = torch.cat([prompt_positions.reshape(-1), completion_positions.reshape(-1)])[None]
         x = self.blocks(self.wte(ids) + self.wpe(positions), layout, None)[0]
         last_prompt = x[:U * P].view(U, P, -1)[:, -1][group]  # predicts the first completion token
         before = x[U * P:].view(B, N, -1)[:, :-1]
         return self.ln_f(torch.cat([last_prompt[:, None], before], dim=1))
-
-    def compute_dtype(self) -> torch.dtype:
-        """The dtype attention runs in: autocast's when it is on, else the weights'."""
-        device_type = self.wte.weight.device.type
-        if torch.is_autocast_enabled(device_type):
-            return torch.get_autocast_dtype(device_type)
-        return self.wte.weight.dtype
 
     def blocks(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None) -> Tensor:
         recompute = self.activation_checkpointing and torch.is_grad_enabled() and kv_cache is None
@@ -322,6 +320,13 @@ def attention_mask_4d(attention_mask: Tensor | None, past: int, T: int, device: 
         # Its output is garbage that no real token attends to.
         mask = mask & (attention_mask[:, None, :] | (key == query)[None])
     return mask[:, None]
+
+
+def matmul_dtype(tensor: Tensor) -> torch.dtype:
+    """The dtype matrix products (and attention) run in for `tensor`: autocast's when it is on, else its own."""
+    if torch.is_autocast_enabled(tensor.device.type):
+        return torch.get_autocast_dtype(tensor.device.type)
+    return tensor.dtype
 
 
 def attention_bias(mask: Tensor, dtype: torch.dtype) -> Tensor:

@@ -28,6 +28,9 @@ for mode in "$@"; do
         tinyprofile) run tinyprofile . $TINY bench.steps=5 bench.self_check=false bench.profile=true ;;
         decode) timeout 200 python3 tools/decode_bench.py default LINEAR_PROGRAMS=264 LINEAR_BLOCK_N=16 \
                     LINEAR_WARPS=8 LINEAR_MAX_SPLITS=4 ATTENTION_WARPS=4 ATTENTION_BLOCK=64 2>&1 | tail -12 ;;
+        cudatests) PYTHONPATH=$PWD:/tmp/site timeout 300 python3 -m pytest -q -p no:cacheprovider -p no:warnings \
+                       tests/test_layer_norm.py tests/test_pass_graphs.py tests/test_fast_path.py > "$OUT/cudatests.log" 2>&1
+                   tail -3 "$OUT/cudatests.log" ;;
         *) echo "unknown mode $mode" ;;
     esac
 done
