@@ -96,20 +96,10 @@ class SharedPrompts:
     group_size: int          # G when group = [0]*G + [1]*G + ... (GRPO batches), else 0
 
     @property
-    def U(self) -> int:
-        return self.prompt_bias.shape[0]
-
-    @property
-    def P(self) -> int:
-        return self.prompt_bias.shape[2]
-
-    @property
-    def B(self) -> int:
-        return self.completion_bias.shape[0]
-
-    @property
-    def N(self) -> int:
-        return self.completion_bias.shape[2]
+    def sizes(self) -> tuple[int, int, int, int]:
+        """(U, P, B, N), read off the biases."""
+        (U, _, P, _), (B, _, N, _) = self.prompt_bias.shape, self.completion_bias.shape
+        return U, P, B, N
 
     @classmethod
     def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, group_size: int,
@@ -174,7 +164,7 @@ class CausalSelfAttention(nn.Module):
 
     def shared_prompt_attention(self, qkv: Tensor, layout: SharedPrompts) -> Tensor:
         """Attention outputs [U*P + B*N, C] from the projections `qkv` [U*P + B*N, 3C] (layout: SharedPrompts)."""
-        U, P, B, N, H = layout.U, layout.P, layout.B, layout.N, self.n_head
+        (U, P, B, N), H = layout.sizes, self.n_head
         C = qkv.shape[1] // 3
         D = C // H
         # Views only (splits and unbinds): their backward is one concatenation or stack each, where

@@ -24,20 +24,20 @@ BACKWARD_ROWS = 8  # rows per program of the backward kernel (each sums its rows
 
 def layer_norm_to(x: Tensor, norm: nn.LayerNorm, dtype: torch.dtype) -> Tensor:
     """LayerNorm(x) in `dtype`."""
-    if fused_available(x):
+    if _use_kernels(x):
         return AddLayerNorm.apply(x, None, norm.weight, norm.bias, norm.eps, dtype)
     return F.layer_norm(x, norm.normalized_shape, norm.weight, norm.bias, norm.eps).to(dtype)
 
 
 def add_layer_norm(x: Tensor, y: Tensor, norm: nn.LayerNorm, dtype: torch.dtype) -> tuple[Tensor, Tensor]:
     """(x + y, LayerNorm(x + y) in `dtype`): the updated residual stream and the next layer's input."""
-    if fused_available(x):
+    if _use_kernels(x):
         return AddLayerNorm.apply(x, y, norm.weight, norm.bias, norm.eps, dtype)
     total = x + y
     return total, F.layer_norm(total, norm.normalized_shape, norm.weight, norm.bias, norm.eps).to(dtype)
 
 
-def fused_available(x: Tensor) -> bool:
+def _use_kernels(x: Tensor) -> bool:
     return triton is not None and x.is_cuda and x.dtype == torch.float32
 
 
