@@ -7,7 +7,7 @@ A layout is NAME=VALUE[,NAME=VALUE] over rookworld.model.decode_kernels constant
 StaticDecoder on the benchmark's shapes (conf/bench.yaml: random GPT-2 124M, 8 prompts x 8
 completions of mixed P:/A: prompts, 144 tokens, stops ignored) and is timed over repeated
 generations (wall clock around a synchronised call, median of --repeats after --warmup).
-`--baseline DIR` also times the decoder modules found in DIR (a copy of an earlier
+`--override model=rookworld_tiny` (repeatable) changes the bench config. `--baseline DIR` also times the decoder modules found in DIR (a copy of an earlier
 fast_sampling.py + decode_kernels.py) the same way, in the same process. `--phases` splits one
 call into prefill / decode loop / collect; `--trainer-steps N` times the generation phase of real
 GRPO steps next to direct calls of the same decoder (what the trainer adds around generation).
@@ -127,11 +127,13 @@ def main() -> None:
     parser.add_argument("--baseline", default=None)
     parser.add_argument("--phases", action="store_true",
                         help="also: prefill / decode loop / collect of the default layout, synchronised apart")
+    parser.add_argument("--override", action="append", default=[],
+                        help="a Hydra override of the bench config, e.g. model=rookworld_tiny (repeatable)")
     parser.add_argument("--trainer-steps", type=int, default=0,
                         help="also: GRPO steps of a bench trainer, each followed by a direct generate() call")
     args = parser.parse_args()
     with initialize_config_dir(config_dir=str(ROOT / "conf")):
-        cfg = compose("bench", overrides=["bench.random_weights=true"])
+        cfg = compose("bench", overrides=["bench.random_weights=true", *args.override])
     device = torch.device("cuda")
     policy, tokenizer, description = load_bench_model(cfg, device)
     problems = make_sampler(cfg).sample(cfg.prompts_per_step)
@@ -150,7 +152,7 @@ def main() -> None:
         print(f"{results[-1][0]}: median {statistics.median(results[-1][1]) * 1e3:.1f} ms", flush=True)
     defaults = {name: getattr(decode_kernels, name) for name in
                 ("ATTENTION_BLOCK", "ATTENTION_WARPS", "LINEAR_BLOCK_N", "LINEAR_BLOCK_K",
-                 "LINEAR_PROGRAMS", "LINEAR_WARPS", "NORM_WARPS", "USE_PDL", "PDL_TRIGGER")}
+                 "LINEAR_PROGRAMS", "LINEAR_MAX_SPLITS", "LINEAR_WARPS", "NORM_WARPS", "USE_PDL", "PDL_TRIGGER")}
     for text in args.layouts:
         for name, value in {**defaults, **parse_layout(text)}.items():
             setattr(decode_kernels, name, value)

@@ -58,7 +58,8 @@ LINEAR_MAX_SPLITS = 8
 LINEAR_WARPS = 4
 NORM_WARPS = 4
 USE_PDL = True  # programmatic dependent launch where the GPU has it (Hopper+; not the interpreter)
-PDL_TRIGGER = False  # also let the next kernel launch as soon as this one has waited
+PDL_TRIGGER = True  # also let the next kernel launch as soon as this one has waited (its prologue
+# then overlaps this kernel's work: docs/perf-notes.md)
 LOG2E = 1.4426950408889634
 
 
@@ -100,9 +101,9 @@ def _launch_linear(x: Tensor, weight: Tensor, bias: Tensor, out: Tensor, splits:
     M, K = x.shape
     N = weight.shape[0]
     block_m = min(64, max(16, triton.next_power_of_2(M)))
-    depth = triton.cdiv(triton.cdiv(K, splits), LINEAR_BLOCK_K) * LINEAR_BLOCK_K
+    iters = triton.cdiv(triton.cdiv(K, splits), LINEAR_BLOCK_K)
     grid = (triton.cdiv(N, LINEAR_BLOCK_N), triton.cdiv(M, block_m), splits)
-    _linear[grid](x, weight, bias, out, M, N, K, x.stride(0), depth, GELU=gelu,
+    _linear[grid](x, weight, bias, out, M, N, K, x.stride(0), ITERS=iters, GELU=gelu,
                   IEEE=x.dtype == torch.float32, BLOCK_M=block_m, BLOCK_N=LINEAR_BLOCK_N,
                   BLOCK_K=LINEAR_BLOCK_K, num_warps=LINEAR_WARPS, **_pdl(x))
 
@@ -157,35 +158,48 @@ def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy:
 
 if triton is not None:
     @triton.jit
-    def _linear(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, x_stride, depth, GELU: tl.constexpr, IEEE: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, PDL: tl.constexpr,
-                TRIGGER: tl.constexpr):
-        """Program (n tile, m tile, split): rows x columns of x @ W^T over K in [split * depth, +depth).
-        Weight tiles are loaded one iteration ahead; the first before waiting on the previous kernel."""
+    def _linear(x_ptr, w_ptr, bias_ptr, out_ptr, M, N, K, x_stride, ITERS: tl.constexpr, GELU: tl.constexpr,
+                IEEE: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                PDL: tl.constexpr, TRIGGER: tl.constexpr):
+        """Program (n tile, m tile, split): rows x columns of x @ W^T over K in [split, split + 1) x
+        ITERS x BLOCK_K. Up to four weight tiles (the split's whole depth in every shape we run) are
+        loaded before waiting on the previous kernel: with PDL they stream in while it finishes, and
+        after the wait only the activations (in L2) are read. Deeper splits load one tile ahead."""
         rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
         cols = tl.program_id(0) * BLOCK_N + tl.arange(0, BLOCK_N)
-        split = tl.program_id(2)
-        first = split * depth
-        end = tl.minimum(first + depth, K)
+        first = tl.program_id(2) * ITERS * BLOCK_K
+        end = tl.minimum(first + ITERS * BLOCK_K, K)
         w_rows = w_ptr + cols[:, None] * K
+        x_rows = x_ptr + rows[:, None] * x_stride
         ks = first + tl.arange(0, BLOCK_K)
-        w_next = tl.load(w_rows + ks[None, :], mask=(cols[:, None] < N) & (ks[None, :] < end), other=0.0)
+        w0 = _tile(w_rows, cols[:, None] < N, ks, end)
+        if ITERS <= 4:
+            if ITERS > 1:
+                w1 = _tile(w_rows, cols[:, None] < N, ks + BLOCK_K, end)
+            if ITERS > 2:
+                w2 = _tile(w_rows, cols[:, None] < N, ks + 2 * BLOCK_K, end)
+            if ITERS > 3:
+                w3 = _tile(w_rows, cols[:, None] < N, ks + 3 * BLOCK_K, end)
         if PDL:
             gdc_wait()
             if TRIGGER:
                 gdc_launch_dependents()
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for start in range(first, end, BLOCK_K):
-            ks = start + tl.arange(0, BLOCK_K)
-            w = w_next
-            a = tl.load(x_ptr + rows[:, None] * x_stride + ks[None, :], mask=(rows[:, None] < M) & (ks[None, :] < K),
-                        other=0.0)
-            w_next = tl.load(w_rows + BLOCK_K + ks[None, :],
-                             mask=(cols[:, None] < N) & (ks[None, :] + BLOCK_K < end), other=0.0)
-            if IEEE:
-                acc = tl.dot(a, tl.trans(w), acc, input_precision="ieee")
-            else:
-                acc = tl.dot(a, tl.trans(w), acc)
+        if ITERS <= 4:
+            acc = _dot(_tile(x_rows, rows[:, None] < M, ks, end), w0, acc, IEEE)
+            if ITERS > 1:
+                acc = _dot(_tile(x_rows, rows[:, None] < M, ks + BLOCK_K, end), w1, acc, IEEE)
+            if ITERS > 2:
+                acc = _dot(_tile(x_rows, rows[:, None] < M, ks + 2 * BLOCK_K, end), w2, acc, IEEE)
+            if ITERS > 3:
+                acc = _dot(_tile(x_rows, rows[:, None] < M, ks + 3 * BLOCK_K, end), w3, acc, IEEE)
+        else:
+            w_next = w0
+            for start in range(first, end, BLOCK_K):
+                ks = start + tl.arange(0, BLOCK_K)
+                w = w_next
+                w_next = _tile(w_rows, cols[:, None] < N, ks + BLOCK_K, end)
+                acc = _dot(_tile(x_rows, rows[:, None] < M, ks, end), w, acc, IEEE)
         valid = (rows[:, None] < M) & (cols[None, :] < N)
         if GELU:
             acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
@@ -193,7 +207,19 @@ if triton is not None:
             acc = 0.5 * acc * (1.0 + (2.0 * tl.sigmoid(2.0 * inner) - 1.0))  # tanh(u) = 2 sigmoid(2u) - 1
             tl.store(out_ptr + rows[:, None] * N + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=valid)
         else:
-            tl.store(out_ptr + (split * M + rows[:, None]) * N + cols[None, :], acc, mask=valid)
+            tl.store(out_ptr + (tl.program_id(2) * M + rows[:, None]) * N + cols[None, :], acc, mask=valid)
+
+    @triton.jit
+    def _tile(row_ptrs, row_mask, ks, end):
+        """[rows, BLOCK_K] tile of a row-major matrix at columns ks (zeros at and past `end`)."""
+        return tl.load(row_ptrs + ks[None, :], mask=row_mask & (ks[None, :] < end), other=0.0)
+
+    @triton.jit
+    def _dot(a, w, acc, IEEE: tl.constexpr):
+        """acc + a @ w^T (exact float32 products for float32 inputs: the CPU reference's precision)."""
+        if IEEE:
+            return tl.dot(a, tl.trans(w), acc, input_precision="ieee")
+        return tl.dot(a, tl.trans(w), acc)
 
     @triton.jit
     def _residual_layernorm(x_ptr, partials_ptr, y_bias_ptr, wte_ptr, wpe_ptr, tokens_ptr, positions_ptr, w_ptr,
@@ -251,6 +277,17 @@ if triton is not None:
         real = dims < D
         positions = tl.arange(0, BLOCK)
         C3: tl.constexpr = 3 * H * D
+        # Before the wait: what no kernel of this step writes (the step, the row's prompt, its cache
+        # so far), so with PDL the first key block streams in while c_attn finishes.
+        step = tl.load(step_ptr)
+        start = tl.load(row_start_ptr + row)
+        n_prompt = P_cap - start  # prompts are right-aligned in the cache
+        prompt = prompt_kv_ptr + ((tl.load(leader_ptr + row) * H + head) * P_cap + start) * D
+        own = comp_kv_ptr + (row * H + head) * N_cap * D  # keys; values are comp_kv_stride further
+        prompt_blocks = tl.cdiv(n_prompt, BLOCK)
+        n_blocks = prompt_blocks + tl.cdiv(step, BLOCK)
+        k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, 0, prompt_blocks,
+                                              n_prompt, step, n_blocks, positions, dims, D, BLOCK)
         if PDL:
             gdc_wait()
             if TRIGGER:
@@ -260,20 +297,11 @@ if triton is not None:
         v_new = _qkv_part(qkv_ptr, qkv_bias_ptr, row, B, 2 * H * D + head * D, dims, D, QKV_SPLITS, C3)
         k_new = k_new.to(comp_kv_ptr.dtype.element_ty)  # the cache's precision, as later steps will see it
         v_new = v_new.to(comp_kv_ptr.dtype.element_ty)
-        step = tl.load(step_ptr)
-        start = tl.load(row_start_ptr + row)
-        n_prompt = P_cap - start  # prompts are right-aligned in the cache
-        prompt = prompt_kv_ptr + ((tl.load(leader_ptr + row) * H + head) * P_cap + start) * D
-        own = comp_kv_ptr + (row * H + head) * N_cap * D  # keys; values are comp_kv_stride further
         tl.store(own + step * D + dims, k_new, mask=real)
         tl.store(own + comp_kv_stride + step * D + dims, v_new, mask=real)
         running_max = tl.sum(q * k_new.to(tl.float32), 0)  # the new token sees itself: weight exp(0) = 1
         total = running_max * 0.0 + 1.0
         acc = v_new.to(tl.float32)
-        prompt_blocks = tl.cdiv(n_prompt, BLOCK)
-        n_blocks = prompt_blocks + tl.cdiv(step, BLOCK)
-        k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, 0, prompt_blocks,
-                                              n_prompt, step, n_blocks, positions, dims, D, BLOCK)
         for j in range(0, n_blocks):
             k, v, left = k_next, v_next, left_next
             k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j + 1,

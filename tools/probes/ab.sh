@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A/B of the working tree against .wt-base (a copy of an earlier tree) in one device call:
 #   bash tools/probes/ab.sh MODE...   (modes: check tiny checkbase tinybase checkfast tinyfast profile
-#   tinyprofile decode tinycheckN, N = sampling.finish_check_every)
+#   tinyprofile decode decodesweep tinydecodesweep tinycheckN, N = sampling.finish_check_every)
 source tools/device_env.sh || exit 1
 cp -r rookworld/assets .wt-base/rookworld/ 2>/dev/null
 OUT=${OUT:-/tmp/out}
@@ -28,6 +28,13 @@ for mode in "$@"; do
         tinyprofile) run tinyprofile . $TINY bench.steps=5 bench.self_check=false bench.profile=true ;;
         decode) timeout 200 python3 tools/decode_bench.py default LINEAR_PROGRAMS=264 LINEAR_BLOCK_N=16 \
                     LINEAR_WARPS=8 LINEAR_MAX_SPLITS=4 ATTENTION_WARPS=4 ATTENTION_BLOCK=64 2>&1 | tail -12 ;;
+        decodesweep) timeout 300 python3 tools/decode_bench.py --baseline .wt-base/rookworld/model default PDL_TRIGGER=0 LINEAR_BLOCK_N=64 \
+                    LINEAR_BLOCK_K=128 LINEAR_BLOCK_K=512 LINEAR_BLOCK_N=16 LINEAR_PROGRAMS=264 LINEAR_WARPS=8 \
+                    ATTENTION_WARPS=4 ATTENTION_BLOCK=64 \
+                    > "$OUT/decodesweep.log" 2>&1; tail -13 "$OUT/decodesweep.log" ;;
+        tinydecodesweep) timeout 300 python3 tools/decode_bench.py --override model=rookworld_tiny \
+                    --override bench.random_weights=false --baseline .wt-base/rookworld/model default PDL_TRIGGER=0 LINEAR_BLOCK_K=128 \
+                    LINEAR_BLOCK_K=512 LINEAR_BLOCK_N=16 LINEAR_PROGRAMS=264 ATTENTION_WARPS=4 ATTENTION_BLOCK=64 > "$OUT/tinydecodesweep.log" 2>&1; tail -11 "$OUT/tinydecodesweep.log" ;;
         cudatests) PYTHONPATH=$PWD:/tmp/site timeout 300 python3 -m pytest -q -p no:cacheprovider -p no:warnings \
                        tests/test_layer_norm.py tests/test_pass_graphs.py tests/test_fast_path.py > "$OUT/cudatests.log" 2>&1
                    tail -3 "$OUT/cudatests.log" ;;
