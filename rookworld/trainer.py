@@ -146,6 +146,8 @@ class Trainer:
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
         self.last_eval: EvalResult | None = None
         self.last_eval_step = -1
+        self._next_rows: list[Problem] | None = None  # sampled during the previous step's update
+        self._sampler_state: dict | None = None
         # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
         self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
@@ -207,7 +209,7 @@ class Trainer:
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
-        rows = self.sample_rows()
+        rows = self._take_rows()
         with timer("generation"):
             rollout = self.generate(rows)
             texts = decode_completions(self.tokenizer, rollout)  # on the host before the GPU gets more work
@@ -222,7 +224,9 @@ class Trainer:
                                    self.cfg.grpo.advantage_std)
             batch.advantages = adv.values.to(self.device)
         with timer("update"):
-            update = self.update(step, batch)
+            queued = self.update(step, batch)
+            self._prefetch_rows()  # host work while the GPU runs the update
+            update = read_metrics(queued)
         kl = update.pop("kl", None)
         beta = self.kl.beta(step)  # the coefficient this step's loss used, before the controller moves it
         if kl is not None:
@@ -239,6 +243,17 @@ class Trainer:
         metrics["step_time"] = timer.total
         metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
         return metrics, update["nonfinite"] > 0
+
+    def _take_rows(self) -> list[Problem]:
+        rows = self._next_rows if self._next_rows is not None else self.sample_rows()
+        self._next_rows = None
+        return rows
+
+    def _prefetch_rows(self) -> None:
+        """Sample the next step's rows now. A checkpoint keeps the sampler's state from before this
+        call, so a resumed run samples the same rows again."""
+        self._sampler_state = self.sampler.state_dict()
+        self._next_rows = self.sample_rows()
 
     def sample_rows(self) -> list[Problem]:
         """The next step's problems, each repeated group_size times (one GRPO group each)."""
@@ -311,7 +326,10 @@ class Trainer:
         self.logprob_graphs = ShapeGraphs(self._logprob_pass, self.device, pool=self.policy_graphs.pool)
         self._captured_grads: list[int] = []
 
-    def update(self, step: int, batch: Batch) -> dict[str, float]:
+    def update(self, step: int, batch: Batch) -> dict[str, torch.Tensor | float]:
+        """Queue the step's optimizer updates on the device. The metrics stay device tensors until
+        `read_metrics` (one sync), so the host can prepare the next step while the GPU works; a
+        minibatch whose loss or gradient norm is not finite skips its optimizer step."""
         g = self.cfg.grpo
         lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
                    self.cfg.optimizer.min_lr_ratio)
@@ -322,52 +340,60 @@ class Trainer:
         sampling_logp = batch.old_logp
         if sampling_logp is None and batch.ref_logp is not None:
             sampling_logp = torch.zeros_like(batch.mask)
-        entropy_sum = torch.zeros((), device=self.device)
-        totals = {"loss": 0.0, "grad_norm": 0.0, "clip_low": 0.0, "clip_high": 0.0, "clip_region": 0.0}
-        updates = nonfinite = 0
+        zero = torch.zeros((), device=self.device)
+        sums = dict.fromkeys(("loss", "grad_norm", "updates", "entropy", "clip_low", "clip_high", "clip_region"), zero)
+        minibatches = 0
         for epoch in range(g.num_iterations):
             order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
             for minibatch in order.chunk(g.num_minibatches):
                 mb_mask = batch.mask[minibatch.to(self.device)]
                 normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
                 self._zero_grad()
-                loss_value = torch.zeros((), device=self.device)  # summed on the device: no sync per micro-batch
+                loss_value = zero  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
                 for rows in minibatch.split(micro):
                     inputs = batch.rows(rows)
+                    rows_here = rows.to(self.device)  # before the pass is queued: this copy waits for the GPU
                     out = self._policy_pass(inputs, normalizer, beta, batch.group_size(rows))
-                    loss_value += out["loss"]
+                    loss_value = loss_value + out["loss"]
                     if epoch == 0:
                         if batch.old_logp is None and sampling_logp is not None:
-                            sampling_logp[rows.to(self.device)] = out["logp"]
-                        entropy_sum += (out["entropy"] * inputs["mask"]).sum()
+                            sampling_logp[rows_here] = out["logp"]
+                        sums["entropy"] = sums["entropy"] + (out["entropy"] * inputs["mask"]).sum()
                     mb_tokens = inputs["mask"].sum()
                     for key in ("clip_low", "clip_high", "clip_region"):
-                        totals[key] = totals[key] + out[key] * mb_tokens
-                loss_value, grad_norm = torch.stack([loss_value, self._clip_gradients().float()]).tolist()
-                if math.isfinite(loss_value) and math.isfinite(grad_norm):
-                    self.optimizer.step()
-                    totals["loss"] += loss_value
-                    totals["grad_norm"] += grad_norm
-                    updates += 1
-                else:
-                    self._zero_grad()
-                    nonfinite += 1
-        tokens = float(batch.mask.sum()) * g.num_iterations
+                        sums[key] = sums[key] + out[key] * mb_tokens
+                grad_norm = self._clip_gradients().float()
+                finite = torch.isfinite(loss_value) & torch.isfinite(grad_norm)
+                self._step_if(finite)
+                sums["loss"] = sums["loss"] + torch.where(finite, loss_value, 0.0)
+                sums["grad_norm"] = sums["grad_norm"] + torch.where(finite, grad_norm, 0.0)
+                sums["updates"] = sums["updates"] + finite.float()
+                minibatches += 1
+        tokens = batch.mask.sum().clamp(min=1)
         result = {
-            "loss": totals["loss"] / updates if updates else float("nan"),
-            "grad_norm": totals["grad_norm"] / updates if updates else float("nan"),
+            "loss": sums["loss"] / sums["updates"],  # nan when every minibatch was skipped
+            "grad_norm": sums["grad_norm"] / sums["updates"],
             "learning_rate": lr,
-            "entropy": (entropy_sum / batch.mask.sum().clamp(min=1)).item(),
-            "clip_ratio/low_mean": float(totals["clip_low"]) / max(tokens, 1),
-            "clip_ratio/high_mean": float(totals["clip_high"]) / max(tokens, 1),
-            "clip_ratio/region_mean": float(totals["clip_region"]) / max(tokens, 1),
-            "nonfinite": float(nonfinite),
+            "entropy": sums["entropy"] / tokens,
+            **{f"clip_ratio/{key[5:]}_mean": sums[key] / (tokens * g.num_iterations)
+               for key in ("clip_low", "clip_high", "clip_region")},
+            "nonfinite": minibatches - sums["updates"],
         }
         if batch.ref_logp is not None:
             k3 = kl_per_token(sampling_logp, batch.ref_logp.float(), "k3")
-            result["kl"] = ((k3 * batch.mask).sum() / batch.mask.sum().clamp(min=1)).item()
+            result["kl"] = (k3 * batch.mask).sum() / tokens
         return result
+
+    def _step_if(self, finite: torch.Tensor) -> None:
+        """The optimizer step, skipped unless `finite`. Fused optimizers (the default AdamW) read the
+        skip flag on the device (`found_inf`, as under torch's GradScaler: no host sync); others read it
+        on the host."""
+        if self.optimizer.defaults.get("fused"):
+            self.optimizer.found_inf = (~finite).float()
+            self.optimizer.step()
+        elif finite.item():
+            self.optimizer.step()
 
     def _policy_pass(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
                      group_size: int) -> dict[str, torch.Tensor]:
@@ -520,7 +546,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "kl": self.kl.state_dict(),
             "guards": self.guards.state_dict(),
-            "sampler": self.sampler.state_dict(),
+            "sampler": self.sampler.state_dict() if self._next_rows is None else self._sampler_state,
             "generator": self.generator.get_state(),
             "shuffle_generator": self.shuffle_generator.get_state(),
             "reward_norm": self.reward_norm.state_dict() if self.reward_norm else None,
@@ -536,6 +562,7 @@ class Trainer:
         self.kl.load_state_dict(state["kl"])
         self.guards.load_state_dict(state["guards"])
         self.sampler.load_state_dict(state["sampler"])
+        self._next_rows = None
         self.generator.set_state(state["generator"])
         self.shuffle_generator.set_state(state["shuffle_generator"])
         self.last_eval_step = state["last_eval_step"]
@@ -550,6 +577,13 @@ def autocast_for(device: torch.device, dtype: str):
     if device.type == "cuda" and dtype in ("auto", "bfloat16"):
         return torch.autocast("cuda", dtype=torch.bfloat16)
     return contextlib.nullcontext()
+
+
+def read_metrics(queued: dict[str, torch.Tensor | float]) -> dict[str, float]:
+    """Device scalars to floats with one sync."""
+    names = [name for name, value in queued.items() if isinstance(value, torch.Tensor)]
+    values = torch.stack([queued[name].float() for name in names]).tolist() if names else []
+    return {**queued, **dict(zip(names, values))}
 
 
 def reward_metrics(rows: list[Problem], rewards: torch.Tensor, scored: list) -> dict[str, float]:
