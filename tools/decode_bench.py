@@ -7,7 +7,8 @@ A layout is NAME=VALUE[,NAME=VALUE] over rookworld.model.decode_kernels constant
 StaticDecoder on the benchmark's shapes (conf/bench.yaml: random GPT-2 124M, 8 prompts x 8
 completions of mixed P:/A: prompts, 144 tokens, stops ignored) and is timed over repeated
 generations (wall clock around a synchronised call, median of --repeats after --warmup).
-`--override model=rookworld_tiny` (repeatable) changes the bench config. `--baseline DIR` also times the decoder modules found in DIR (a copy of an earlier
+`--override model=rookworld_tiny` (repeatable) changes the bench config. `--baseline DIR` also
+times the decoder modules found in DIR (a copy of an earlier
 fast_sampling.py + decode_kernels.py) the same way, in the same process. `--phases` splits one
 call into prefill / decode loop / collect; `--trainer-steps N` times the generation phase of real
 GRPO steps next to direct calls of the same decoder (what the trainer adds around generation).
