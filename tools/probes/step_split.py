@@ -47,6 +47,17 @@ def wrap(owner, name: str, seconds: dict) -> None:
     setattr(owner, name, timed)
 
 
+def step_times(trainer, steps: int) -> list[float]:
+    times = []
+    for step in range(steps):
+        sync()
+        start = time.perf_counter()
+        trainer.train_step(step)
+        sync()
+        times.append(time.perf_counter() - start)
+    return times
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=20)
@@ -60,24 +71,12 @@ def main() -> None:
     print(f"{torch.cuda.get_device_name() if CUDA else 'cpu'} | {description} | {args.overrides}", flush=True)
     for step in range(3):
         trainer.train_step(step)
-    plain = []
-    for step in range(args.steps):
-        sync()
-        start = time.perf_counter()
-        trainer.train_step(step)
-        sync()
-        plain.append(time.perf_counter() - start)
+    plain = step_times(trainer, args.steps)
     seconds: dict[str, list[float]] = {}
     for name in PARTS:
         wrap(trainer, name, seconds)
     wrap(trainer.optimizer, "step", seconds)
-    split = []
-    for step in range(args.steps):
-        sync()
-        start = time.perf_counter()
-        trainer.train_step(step)
-        sync()
-        split.append(time.perf_counter() - start)
+    split = step_times(trainer, args.steps)
     print(f"{'part':<28}{'median ms':>10}")
     print(f"{'step, as it runs':<28}{statistics.median(plain) * 1e3:>10.2f}")
     print(f"{'step, synced apart':<28}{statistics.median(split) * 1e3:>10.2f}")
