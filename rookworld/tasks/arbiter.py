@@ -5,6 +5,7 @@ Document: "A: " + FEN + "+" + move + "+" + recent moves + "+" + next FEN + "+" +
 """
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -119,6 +120,7 @@ def parse_arbiter(text: str) -> ArbiterAnswer | None:
     return ArbiterAnswer(next_fen, _parse_finite(reward), _parse_flag(terminated), _parse_flag(truncated))
 
 
+@functools.lru_cache(maxsize=4096)  # the G completions of a group often predict the same FEN
 def is_fen(text: str) -> bool:
     """Six FEN fields that python-chess can set up (the position need not be legal)."""
     if len(text.split()) != FEN_FIELDS:
