@@ -5,7 +5,7 @@ builds a Trainer like `rookworld.train` does, runs `bench.warmup` untimed steps,
 `bench.steps` calls of the real `Trainer.train_step` with exact per-phase times (generation with
 the completion texts; logprobs = queueing the reference/old log-prob passes; scoring = the rewards,
 computed on the host while those passes run, until both are done; update = forward/backward/
-optimizer). Prints a table and writes
+optimizer, during which the host samples the next step's problems). Prints a table and writes
 `bench.json` (to the Hydra run dir and to `bench.output` if set).
 
 Model: `model` as configured (RookWorld-LM-124M from the hub by default). When it cannot be loaded
