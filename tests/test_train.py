@@ -108,8 +108,9 @@ def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
     assert "outcome: kl_failure" in capsys.readouterr().out
 
 
-def test_injected_nan_ends_as_nan_failure(tmp_path, capsys):
-    cfg = tiny_config(tmp_path, "steps=6", "guards.max_nonfinite_steps=2")
+@pytest.mark.parametrize("optimizer", ["adamw", "sgd"])  # fused AdamW skips on the device, SGD on the host
+def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
+    cfg = tiny_config(tmp_path, "steps=6", "guards.max_nonfinite_steps=2", f"optimizer={optimizer}")
     trainer = build_trainer(cfg, make_tracker(cfg))
     poison = lambda module, args, output: output * float("nan") if torch.is_grad_enabled() else output  # noqa: E731
     trainer.policy.ln_f.register_forward_hook(poison)   # only the gradient pass sees NaN
