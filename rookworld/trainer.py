@@ -146,8 +146,8 @@ class Trainer:
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
         self.last_eval: EvalResult | None = None
         self.last_eval_step = -1
-        self._next_rows: list[Problem] | None = None  # sampled during the previous step's update
-        self._sampler_state: dict | None = None
+        # (sampler state before, rows): the next step's rows, sampled during this step's update
+        self._prefetched: tuple[dict, list[Problem]] | None = None
         # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
         self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
@@ -245,15 +245,15 @@ class Trainer:
         return metrics, update["nonfinite"] > 0
 
     def _take_rows(self) -> list[Problem]:
-        rows = self._next_rows if self._next_rows is not None else self.sample_rows()
-        self._next_rows = None
+        rows = self._prefetched[1] if self._prefetched is not None else self.sample_rows()
+        self._prefetched = None
         return rows
 
     def _prefetch_rows(self) -> None:
         """Sample the next step's rows now. A checkpoint keeps the sampler's state from before this
         call, so a resumed run samples the same rows again."""
-        self._sampler_state = self.sampler.state_dict()
-        self._next_rows = self.sample_rows()
+        state = self.sampler.state_dict()
+        self._prefetched = state, self.sample_rows()
 
     def sample_rows(self) -> list[Problem]:
         """The next step's problems, each repeated group_size times (one GRPO group each)."""
@@ -376,8 +376,8 @@ class Trainer:
             "grad_norm": sums["grad_norm"] / sums["updates"],
             "learning_rate": lr,
             "entropy": sums["entropy"] / tokens,
-            **{f"clip_ratio/{key[5:]}_mean": sums[key] / (tokens * g.num_iterations)
-               for key in ("clip_low", "clip_high", "clip_region")},
+            **{f"clip_ratio/{side}_mean": sums[f"clip_{side}"] / (tokens * g.num_iterations)
+               for side in ("low", "high", "region")},
             "nonfinite": minibatches - sums["updates"],
         }
         if batch.ref_logp is not None:
@@ -546,7 +546,7 @@ class Trainer:
             "optimizer": self.optimizer.state_dict(),
             "kl": self.kl.state_dict(),
             "guards": self.guards.state_dict(),
-            "sampler": self.sampler.state_dict() if self._next_rows is None else self._sampler_state,
+            "sampler": self.sampler.state_dict() if self._prefetched is None else self._prefetched[0],
             "generator": self.generator.get_state(),
             "shuffle_generator": self.shuffle_generator.get_state(),
             "reward_norm": self.reward_norm.state_dict() if self.reward_norm else None,
@@ -562,7 +562,7 @@ class Trainer:
         self.kl.load_state_dict(state["kl"])
         self.guards.load_state_dict(state["guards"])
         self.sampler.load_state_dict(state["sampler"])
-        self._next_rows = None
+        self._prefetched = None
         self.generator.set_state(state["generator"])
         self.shuffle_generator.set_state(state["shuffle_generator"])
         self.last_eval_step = state["last_eval_step"]
