@@ -29,8 +29,10 @@ def prompt_ids(tokenizer, problem: Problem) -> list[int]:
 
 def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_tokens: dict[str, int], *,
                           greedy: bool = False, temperature: float = 1.0, top_k: int = 0,
-                          top_p: float = 1.0, generator: torch.Generator | None = None) -> Rollout:
-    """`decoder`: fast_sampling.make_decoder's (StaticDecoder on CUDA, else sampling.PlainDecoder)."""
+                          top_p: float = 1.0, generator: torch.Generator | None = None,
+                          on_finished=None) -> Rollout:
+    """`decoder`: fast_sampling.make_decoder's (StaticDecoder on CUDA, else sampling.PlainDecoder);
+    `on_finished`: the decoder's hook for rows whose completions are final before the end."""
     sample = decoder.generate
     encoded: dict[str, list[int]] = {}  # the G rows of a group share one prompt: encode it once
     for problem in problems:
@@ -46,6 +48,7 @@ def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_t
         stop_ids=tokenizer.stop_ids,
         pad_id=tokenizer.pad_id,
         generator=generator,
+        on_finished=on_finished,
     )
     return Rollout(problems=list(problems), generation=generation)
 
@@ -59,14 +62,18 @@ def stopped(tokenizer, rollout: Rollout) -> torch.Tensor:
     return is_stop & (lengths > 0)
 
 
-def decode_completions(tokenizer, rollout: Rollout) -> list[str]:
-    """Completion text of each row without its stop token."""
+def completion_text(tokenizer, ids: list[int]) -> str:
+    """Text of one completion (its token ids, the stop token included when it stopped), without the
+    stop token."""
+    return tokenizer.decode(ids[:-1] if ids and ids[-1] in tokenizer.stop_ids else ids)
+
+
+def decode_completions(tokenizer, rollout: Rollout, rows: list[int] | None = None) -> list[str]:
+    """Completion text of each row (or of `rows`) without its stop token."""
     gen = rollout.generation
-    ends = stopped(tokenizer, rollout).tolist()  # one host transfer, not one per row
-    texts = []
-    for row, (ids, mask) in enumerate(zip(gen.completion_ids.tolist(), gen.completion_mask.tolist())):
-        tokens = [t for t, keep in zip(ids, mask) if keep]
-        if ends[row]:
-            tokens = tokens[:-1]
-        texts.append(tokenizer.decode(tokens))
-    return texts
+    ids, mask = gen.completion_ids, gen.completion_mask
+    if rows is not None:
+        index = torch.tensor(rows, dtype=torch.long, device=ids.device)
+        ids, mask = ids.index_select(0, index), mask.index_select(0, index)
+    return [completion_text(tokenizer, [t for t, keep in zip(row_ids, row_mask) if keep])
+            for row_ids, row_mask in zip(ids.tolist(), mask.tolist())]  # one host transfer each

@@ -35,7 +35,8 @@ from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import PRUNED, SUCCESS
-from rookworld.rollout import Rollout, decode_completions, generate_for_problems, stopped
+from rookworld.rollout import Rollout, generate_for_problems, stopped
+from rookworld.scoring import StepScores
 from rookworld.tasks import Problem
 
 TRAINER_STATE_FILE = "trainer_state.pt"
@@ -210,15 +211,16 @@ class Trainer:
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
         rows = self._take_rows()
-        with timer("generation"):
-            rollout = self.generate(rows)
-            texts = decode_completions(self.tokenizer, rollout)  # on the host before the GPU gets more work
-        # The log-prob passes are queued first and the rewards computed on the host while the GPU
-        # runs them: "logprobs" times the queueing, "scoring" ends when both are done.
+        scores = StepScores(self.tokenizer, self.reward_fn, rows)
+        with timer("generation"):  # rows that stop early are scored while the GPU generates the rest
+            rollout = self.generate(rows, on_finished=scores.add)
+            scores.decode_rest(rollout)  # on the host before the GPU gets more work
+        # The log-prob passes are queued first and the remaining rewards computed on the host while
+        # the GPU runs them: "logprobs" times the queueing, "scoring" ends when both are done.
         with timer("logprobs", wait=False), torch.no_grad():
             batch = self._make_batch(rollout.generation)
         with timer("scoring"):
-            rewards, scored = self.score(rollout.problems, texts)
+            rewards, scored = scores.finish()
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
             adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards,
                                    self.cfg.grpo.advantage_std)
@@ -261,18 +263,20 @@ class Trainer:
         return [p for p in problems for _ in range(self.cfg.grpo.group_size)]
 
     @torch.no_grad()
-    def generate(self, rows: list[Problem]) -> Rollout:
-        """Completions of `rows` with the configured sampling (the fast decoder on CUDA)."""
+    def generate(self, rows: list[Problem], on_finished=None) -> Rollout:
+        """Completions of `rows` with the configured sampling (the fast decoder on CUDA);
+        `on_finished`: the decoder's hook for rows that stop before the others."""
         s = self.cfg.sampling
         with self._autocast():
             return generate_for_problems(self.decoder, self.tokenizer, rows, self.max_new_tokens,
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-                                         generator=self.generator)
+                                         generator=self.generator, on_finished=on_finished)
 
     def score(self, problems: list[Problem], texts: list[str]) -> tuple[torch.Tensor, list]:
         """Reward of every completion text against its own problem's ground truth."""
-        scored = [self.reward_fn(p, t) for p, t in zip(problems, texts)]
-        return torch.tensor([s.total for s in scored], dtype=torch.float32), scored
+        scores = StepScores(self.tokenizer, self.reward_fn, problems)
+        scores.texts.update(enumerate(texts))
+        return scores.finish()
 
     def _make_batch(self, gen, advantages: torch.Tensor | None = None) -> Batch:
         """The batch of `gen` with its reference (and old-policy) log-probs queued on the device."""

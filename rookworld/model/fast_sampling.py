@@ -35,7 +35,7 @@ the model on it. How the work reaches the GPU differs:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +50,7 @@ from rookworld.model.sampling import (Generation, PlainDecoder, check_request, k
                                       left_pad)
 
 MAX_STOPS = 8
+FinishedHook = Callable[[list[int], list[list[int]]], None]  # (rows, their completions' token ids)
 _side_streams: dict[torch.device, torch.cuda.Stream] = {}  # one per device: cuBLAS keeps a workspace per stream
 
 
@@ -176,8 +177,11 @@ class StaticDecoder:
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], *,
                  temperature: float = 1.0, top_k: int | None = None, top_p: float | None = None,
                  stop_ids: Iterable[int] = (), pad_id: int, generator: torch.Generator | None = None,
-                 greedy: bool = False) -> Generation:
-        """Same contract as `sampling.generate(model, ...)`."""
+                 greedy: bool = False, on_finished: FinishedHook | None = None) -> Generation:
+        """Same contract as `sampling.generate(model, ...)`. `on_finished(rows, completions)`, if given,
+        is called during generation with rows whose completions (token ids, stop token included) are
+        final, while the GPU generates the others; rows still running at the last check are not
+        reported (the caller reads them from the result)."""
         check_request(self.model, prompts, max_new_tokens)
         greedy = greedy or temperature == 0
         stops = [] if self.ignore_stops else sorted(set(stop_ids))
@@ -198,7 +202,7 @@ class StaticDecoder:
                 self._capture(spec, generator)
                 self._capture_prefill()
             self._prefill([prompts[row] for row in distinct], leader, max_new_tokens, stops, int(pad_id))
-            steps = self._decode(n_max, spec, generator)
+            steps = self._decode(n_max, spec, generator, on_finished)
         return self._collect(prompt_ids, prompt_mask, steps)
 
     def release_graphs(self) -> None:
@@ -348,18 +352,39 @@ class StaticDecoder:
         y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).transpose(1, 2).reshape(U, P, C)
         return self._mlp(layer, x + self._linear(y, p + "attn.c_proj"))
 
-    def _decode(self, n_max: int, spec: SamplingSpec, generator: torch.Generator | None) -> int:
-        """Run the steps; return how many ran."""
-        for step in range(n_max):
-            if self.use_graphs:
-                self.graphs[spec].replay()
-            else:
-                self._step(spec, generator, eager_step=step)
-            done = step + 1
-            # Without stop ids every row runs to its cap: nothing to check (each check is a host sync).
-            if spec.n_stops and done < n_max and done % self.check_every == 0 and bool(self.buffers.finished.all()):
-                return done
-        return n_max
+    def _decode(self, n_max: int, spec: SamplingSpec, generator: torch.Generator | None,
+                on_finished: FinishedHook | None) -> int:
+        """Run the steps; return how many ran. With stop ids the host checks every `check_every` steps
+        whether every row has finished (each check is a host sync); the rows found finished go to
+        `on_finished` once the next steps are queued, so that host work overlaps them."""
+        checks = spec.n_stops > 0  # without stop ids every row runs to its cap: nothing to check
+        reported = torch.zeros(self.buffers.shape[0], dtype=torch.bool)
+        done, newly_finished = 0, None
+        while done < n_max:
+            for _ in range(min(self.check_every, n_max - done) if checks else n_max):
+                if self.use_graphs:
+                    self.graphs[spec].replay()
+                else:
+                    self._step(spec, generator, eager_step=done)
+                done += 1
+            if newly_finished:
+                on_finished(*newly_finished)
+                newly_finished = None
+            if not checks or done == n_max:
+                break
+            finished = self.buffers.finished.cpu()
+            if bool(finished.all()):
+                break
+            if on_finished is not None and bool((finished & ~reported).any()):
+                newly_finished = self._completions(finished & ~reported, done)
+                reported |= finished
+        return done
+
+    def _completions(self, rows: Tensor, steps: int) -> tuple[list[int], list[list[int]]]:
+        """Indices of `rows` (a host bool mask) and their completions so far."""
+        tokens, active = self.buffers.out_tokens[:, :steps].cpu(), self.buffers.out_active[:, :steps].cpu()
+        index = rows.nonzero().flatten().tolist()
+        return index, [tokens[row][active[row]].tolist() for row in index]
 
     def _step(self, spec: SamplingSpec, generator: torch.Generator | None,
               eager_step: int | None = None) -> None:

@@ -158,7 +158,9 @@ class PlainDecoder:
         self.model, self.ignore_stops = model, ignore_stops
 
     def generate(self, prompts: Sequence[Sequence[int]], max_new_tokens: Sequence[int], *,
-                 stop_ids: Iterable[int] = (), **kwargs) -> Generation:
+                 stop_ids: Iterable[int] = (), on_finished=None, **kwargs) -> Generation:
+        """`on_finished` is accepted for the decoder interface and never called: no row is reported
+        before the result (the caller reads every row from it)."""
         return generate(self.model, prompts, max_new_tokens, stop_ids=() if self.ignore_stops else stop_ids,
                         **kwargs)
 
