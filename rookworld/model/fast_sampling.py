@@ -25,9 +25,7 @@ the model on it. How the work reaches the GPU differs:
   the graph captures when Triton is missing).
 - Sampling draws exactly like torch.multinomial draws one sample: argmax(probs / E) with
   E ~ Exponential(1) from the given generator, inside the graph (the generator is registered with
-  it). Same generator state, same logits: same tokens as `sampling.generate`. With the kernels each
-  step draws the next step's E on a second stream while its forward runs (the first step's before
-  the loop): the same draws in the same order, off the step's critical path.
+  it). Same generator state, same logits: same tokens as `sampling.generate`.
 - The host checks whether every row has finished only every `check_every` steps; the extra steps
   emit padding only and are trimmed from the result.
 
@@ -53,7 +51,7 @@ from rookworld.model.sampling import (Generation, PlainDecoder, check_request, k
 
 MAX_STOPS = 8
 FinishedHook = Callable[[list[int], list[list[int]]], None]  # (rows, their completions' token ids)
-_side_streams: dict[tuple[torch.device, str], torch.cuda.Stream] = {}  # cuBLAS keeps a workspace per stream
+_side_streams: dict[torch.device, torch.cuda.Stream] = {}  # one per device: cuBLAS keeps a workspace per stream
 
 
 @dataclass(frozen=True)
@@ -205,7 +203,6 @@ class StaticDecoder:
                 self._capture(spec, generator)
                 self._capture_prefill()
             self._prefill([prompts[row] for row in distinct], leader, max_new_tokens, stops, int(pad_id))
-            self._draw_noise(spec, generator)  # the first step's (each step draws the next one's)
             steps = self._decode(n_max, spec, generator, on_finished)
         return self._collect(prompt_ids, prompt_mask, steps)
 
@@ -396,37 +393,19 @@ class StaticDecoder:
         `eager_step` (the step number) is given: then attention covers exactly the keys so far (eager)."""
         b = self.buffers
         if self.use_kernels and spec.fused:
+            if not spec.greedy:
+                b.noise.exponential_(1, generator=generator)
             kernels.sample_and_record(
                 b.logits, b.noise if not spec.greedy else b.logits, spec.temperature, spec.greedy, b.finished, b.caps,
                 b.stops, spec.n_stops, b.step, spec.pad_id, b.out_tokens, b.out_logprobs, b.out_active, b.emitted,
                 b.position, b.fed_position, self.model.config.vocab_size)
-            beside = self._draw_noise(spec, generator, beside_the_forward=True)  # the next step's
-            self._forward_kernels()
-            if beside is not None:
-                torch.cuda.current_stream(self.device).wait_stream(beside)
         else:
             self._record(*sample_tokens(b.logits[:, :self.model.config.vocab_size], spec, generator), spec)
-            if self.use_kernels:
-                self._forward_kernels()
-            else:
-                self._forward_torch(eager_step)
+        if self.use_kernels:
+            self._forward_kernels()
+        else:
+            self._forward_torch(eager_step)
         b.step += 1
-
-    def _draw_noise(self, spec: SamplingSpec, generator: torch.Generator | None,
-                    beside_the_forward: bool = False) -> torch.cuda.Stream | None:
-        """The Exponential(1) draws the fused sampling kernel reads at the next step (the same draws,
-        in the same order, as torch.multinomial's). On CUDA, `beside_the_forward` puts them on a
-        second stream, off the step's critical path; the stream to join is returned."""
-        if spec.greedy or not (self.use_kernels and spec.fused):
-            return None
-        if not (beside_the_forward and self.device.type == "cuda"):
-            self.buffers.noise.exponential_(1, generator=generator)
-            return None
-        stream = side_stream(self.device, "noise")
-        stream.wait_stream(torch.cuda.current_stream(self.device))  # this step's sampling has read them
-        with torch.cuda.stream(stream):
-            self.buffers.noise.exponential_(1, generator=generator)
-        return stream
 
     def _record(self, token: Tensor, logprob: Tensor, spec: SamplingSpec) -> None:
         b = self.buffers
@@ -573,11 +552,10 @@ def distinct_prompts(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[
     return rows, leader
 
 
-def side_stream(device: torch.device, role: str = "capture") -> torch.cuda.Stream:
-    """A stream per device and role: "capture" (graph captures and their warm-ups), "noise"."""
-    if (device, role) not in _side_streams:
-        _side_streams[device, role] = torch.cuda.Stream(device)
-    return _side_streams[device, role]
+def side_stream(device: torch.device) -> torch.cuda.Stream:
+    if device not in _side_streams:
+        _side_streams[device] = torch.cuda.Stream(device)
+    return _side_streams[device]
 
 
 def round_up(n: int, multiple: int) -> int:
