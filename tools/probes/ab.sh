@@ -1,8 +1,7 @@
 #!/usr/bin/env bash
 # A/B of the working tree against .wt-base (a copy of an earlier tree) in one device call:
 #   bash tools/probes/ab.sh MODE...   (modes: check tiny checkbase tinybase checkfast tinyfast profile
-#   tinyprofile decode decodesweep tinydecodesweep decodefusion tinydecodefusion tinycheckN,
-#   N = sampling.finish_check_every)
+#   tinyprofile decode decodesweep tinydecodesweep tinycheckN, N = sampling.finish_check_every)
 source tools/device_env.sh || exit 1
 cp -r rookworld/assets .wt-base/rookworld/ 2>/dev/null
 OUT=${OUT:-/tmp/out}
@@ -36,12 +35,6 @@ for mode in "$@"; do
         tinydecodesweep) timeout 300 python3 tools/decode_bench.py --override model=rookworld_tiny \
                     --override bench.random_weights=false --baseline .wt-base/rookworld/model default PDL_TRIGGER=0 LINEAR_BLOCK_K=128 \
                     LINEAR_BLOCK_K=512 LINEAR_BLOCK_N=16 LINEAR_PROGRAMS=264 ATTENTION_WARPS=4 ATTENTION_BLOCK=64 > "$OUT/tinydecodesweep.log" 2>&1; tail -11 "$OUT/tinydecodesweep.log" ;;
-        decodefusion|tinydecodefusion)  # session 7: fused MLP launch, attention two blocks ahead
-                   tiny=(); [ $mode = tinydecodefusion ] && tiny=(--override model=rookworld_tiny --override bench.random_weights=false)
-                   timeout 400 python3 tools/decode_bench.py "${tiny[@]}" --baseline .wt-base/rookworld/model default \
-                       ATTENTION_AHEAD=2 FUSED_MLP=1 FUSED_MLP=1,MLP_CHUNK=32 FUSED_MLP=1,MLP_WARPS=4 \
-                       FUSED_MLP=1,MLP_BLOCK_N=64 FUSED_MLP=1,MLP_CHUNK=32,MLP_WARPS=4 FUSED_MLP=1,ATTENTION_AHEAD=2 \
-                       > "$OUT/$mode.log" 2>&1; tail -11 "$OUT/$mode.log" ;;
         cudatests) PYTHONPATH=$PWD:/tmp/site timeout 300 python3 -m pytest -q -p no:cacheprovider -p no:warnings \
                        tests/test_layer_norm.py tests/test_pass_graphs.py tests/test_fast_path.py > "$OUT/cudatests.log" 2>&1
                    tail -3 "$OUT/cudatests.log" ;;
