@@ -169,11 +169,7 @@ needs_triton = pytest.mark.skipif(not triton_runs_here(), reason="needs triton w
 # Kernel layouts: the defaults, and one where every split is exercised: sampling over vocabulary
 # chunks, split-K products (2-8 partial sums per product), several key blocks per attention program.
 WHOLE = dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64)
-SPLIT = dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16, ATTENTION_AHEAD=2)
-# The MLP as one launch: several hidden chunks and output column blocks per program, its first
-# product over up to four prefetched K tiles, or (96 wide, 16 deep tiles) over the loop
-FUSED = dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=32, ATTENTION_BLOCK=32, FUSED_MLP=True, MLP_CHUNK=32, MLP_BLOCK_N=16)
-FUSED_LOOP = dict(FUSED, LINEAR_BLOCK_K=16)
+SPLIT = dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)
 
 
 @pytest.fixture(scope="module")
@@ -200,20 +196,18 @@ def assert_kernels_give_the_plain_samplers_tokens(model, tokenizer, settings, la
     assert_same_generation(plain, fast, logprob_tol=1e-4)
     splits = set(decoder.splits.values())
     assert splits == {1} if layout["LINEAR_BLOCK_K"] == 256 else min(splits) > 1
-    assert decoder.fused_mlp == layout.get("FUSED_MLP", False)
 
 
 @needs_triton
 @pytest.mark.parametrize("settings", SETTINGS[:3], ids=["greedy", "sampled", "top_k"])
-@pytest.mark.parametrize("layout", [WHOLE, SPLIT, FUSED], ids=["whole", "split", "mlp"])
+@pytest.mark.parametrize("layout", [WHOLE, SPLIT], ids=["whole", "split"])
 def test_fused_decode_kernels_give_the_plain_samplers_tokens(tiny_model, settings, layout, monkeypatch):
     assert_kernels_give_the_plain_samplers_tokens(*tiny_model, settings, layout, monkeypatch)
 
 
 @needs_triton
-@pytest.mark.parametrize("settings, layout", [(SETTINGS[0], WHOLE), (SETTINGS[1], SPLIT),
-                                             (SETTINGS[1], FUSED_LOOP)],
-                         ids=["greedy-whole", "sampled-split", "sampled-mlp-loop"])
+@pytest.mark.parametrize("settings, layout", [(SETTINGS[0], WHOLE), (SETTINGS[1], SPLIT)],
+                         ids=["greedy-whole", "sampled-split"])
 def test_fused_decode_kernels_serve_a_head_size_that_is_not_a_power_of_two(head48_model, settings, layout,
                                                                            monkeypatch):
     assert_kernels_give_the_plain_samplers_tokens(*head48_model, settings, layout, monkeypatch)
@@ -221,14 +215,10 @@ def test_fused_decode_kernels_serve_a_head_size_that_is_not_a_power_of_two(head4
 
 @needs_triton
 @pytest.mark.parametrize("head_dim", [32, 48])
-@pytest.mark.parametrize("ahead", [1, 2])
-def test_decode_attention_matches_float64_attention_and_writes_only_its_slots(head_dim, ahead, monkeypatch):
+def test_decode_attention_matches_float64_attention_and_writes_only_its_slots(head_dim):
     """Random inputs, every row at its own prompt start: output against a float64 reference, the
     new k/v in the completion cache at `step` and not one other element of the caches touched."""
     from rookworld.model import decode_kernels
-
-    monkeypatch.setattr(decode_kernels, "ATTENTION_AHEAD", ahead)
-    monkeypatch.setattr(decode_kernels, "ATTENTION_BLOCK", 8)  # several blocks in the prompt and the completion
 
     g = torch.Generator().manual_seed(head_dim)
     B, H, D, U, P_cap, N_cap, S, step = 3, 2, head_dim, 2, 40, 24, 2, 17

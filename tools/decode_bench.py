@@ -153,8 +153,7 @@ def main() -> None:
         print(f"{results[-1][0]}: median {statistics.median(results[-1][1]) * 1e3:.1f} ms", flush=True)
     defaults = {name: getattr(decode_kernels, name) for name in
                 ("ATTENTION_BLOCK", "ATTENTION_WARPS", "LINEAR_BLOCK_N", "LINEAR_BLOCK_K",
-                 "LINEAR_PROGRAMS", "LINEAR_MAX_SPLITS", "LINEAR_WARPS", "NORM_WARPS", "USE_PDL", "PDL_TRIGGER",
-                 "ATTENTION_AHEAD", "FUSED_MLP", "MLP_CHUNK", "MLP_BLOCK_N", "MLP_WARPS")}
+                 "LINEAR_PROGRAMS", "LINEAR_MAX_SPLITS", "LINEAR_WARPS", "NORM_WARPS", "USE_PDL", "PDL_TRIGGER")}
     for text in args.layouts:
         for name, value in {**defaults, **parse_layout(text)}.items():
             setattr(decode_kernels, name, value)

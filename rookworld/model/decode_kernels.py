@@ -50,7 +50,6 @@ except ImportError:
 
 ATTENTION_BLOCK = 32  # keys per iteration
 ATTENTION_WARPS = 2
-ATTENTION_AHEAD = 1  # key blocks loaded ahead of the one being reduced (1 or 2)
 SAMPLE_CHUNK = 4096  # vocabulary columns per program of the first sampling pass
 LINEAR_BLOCK_N = 32  # output columns per program of the decode products
 LINEAR_BLOCK_K = 256  # reduction depth per iteration
@@ -58,10 +57,6 @@ LINEAR_PROGRAMS = 132  # aim for about this many programs per product (one per S
 LINEAR_MAX_SPLITS = 8
 LINEAR_WARPS = 4
 NORM_WARPS = 4
-FUSED_MLP = False  # the MLP in one launch (c_fc + GELU + c_proj per chunk of its hidden units)
-MLP_CHUNK = 64  # hidden units per program of the fused MLP (its partial sums: 4C / MLP_CHUNK)
-MLP_BLOCK_N = 128  # output columns per iteration of the fused MLP's second product
-MLP_WARPS = 8
 USE_PDL = True  # programmatic dependent launch where the GPU has it (Hopper+; not the interpreter)
 PDL_TRIGGER = True  # also let the next kernel launch as soon as this one has waited (its prologue
 # then overlaps this kernel's work: docs/perf-notes.md)
@@ -100,24 +95,6 @@ def linear_partials(x: Tensor, weight: Tensor, partials: Tensor) -> None:
 def linear_gelu(x: Tensor, weight: Tensor, bias: Tensor, out: Tensor) -> None:
     """out = gelu_tanh(x @ weight^T + bias) in out's dtype."""
     _launch_linear(x, weight, bias, out, splits=1, gelu=True)
-
-
-def mlp_chunks(hidden: int) -> int:
-    """Partial sums the fused MLP writes: one per MLP_CHUNK hidden units."""
-    return triton.cdiv(hidden, MLP_CHUNK)
-
-
-def mlp_partials(x: Tensor, fc_weight: Tensor, fc_bias: Tensor, proj_weight: Tensor, partials: Tensor) -> None:
-    """partials[c] = gelu_tanh(x @ fc_weight[H_c]^T + fc_bias[H_c]) @ proj_weight[:, H_c]^T (float32) for
-    the chunks H_c of MLP_CHUNK hidden units; the hidden activations are rounded to x's dtype, as the
-    two-launch MLP stores them, and never leave the program."""
-    M, K = x.shape
-    hidden, N = fc_weight.shape[0], proj_weight.shape[0]
-    block_m = min(64, max(16, triton.next_power_of_2(M)))
-    grid = (mlp_chunks(hidden), triton.cdiv(M, block_m))
-    _mlp[grid](x, fc_weight, fc_bias, proj_weight, partials, M, N, K, hidden, x.stride(0),
-               ITERS=triton.cdiv(K, LINEAR_BLOCK_K), IEEE=x.dtype == torch.float32, BLOCK_M=block_m,
-               CHUNK=MLP_CHUNK, BLOCK_K=LINEAR_BLOCK_K, BLOCK_N=MLP_BLOCK_N, num_warps=MLP_WARPS, **_pdl(x))
 
 
 def _launch_linear(x: Tensor, weight: Tensor, bias: Tensor, out: Tensor, splits: int, gelu: bool) -> None:
@@ -159,8 +136,7 @@ def decode_attention(qkv_partials: Tensor, qkv_bias: Tensor, prompt_kv: Tensor, 
     _decode_attention[(B, H)](
         qkv_partials, qkv_bias, prompt_kv, row_start, leader, completion_kv, step, out,
         B, prompt_kv.shape[3], N_cap, prompt_kv.stride(0), completion_kv.stride(0), D ** -0.5 * LOG2E,
-        H=H, D=D, D_PAD=triton.next_power_of_2(D), QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK,
-        AHEAD=ATTENTION_AHEAD, num_warps=ATTENTION_WARPS, **_pdl(out))
+        H=H, D=D, D_PAD=triton.next_power_of_2(D), QKV_SPLITS=qkv_partials.shape[0], BLOCK=ATTENTION_BLOCK, num_warps=ATTENTION_WARPS, **_pdl(out))
 
 
 def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy: bool, finished: Tensor,
@@ -226,7 +202,9 @@ if triton is not None:
                 acc = _dot(_tile(x_rows, rows[:, None] < M, ks, end), w, acc, IEEE)
         valid = (rows[:, None] < M) & (cols[None, :] < N)
         if GELU:
-            acc = _gelu_tanh(acc + tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :])
+            acc += tl.load(bias_ptr + cols, mask=cols < N, other=0.0).to(tl.float32)[None, :]
+            inner = 0.7978845608028654 * (acc + 0.044715 * acc * acc * acc)
+            acc = 0.5 * acc * (1.0 + (2.0 * tl.sigmoid(2.0 * inner) - 1.0))  # tanh(u) = 2 sigmoid(2u) - 1
             tl.store(out_ptr + rows[:, None] * N + cols[None, :], acc.to(out_ptr.dtype.element_ty), mask=valid)
         else:
             tl.store(out_ptr + (tl.program_id(2) * M + rows[:, None]) * N + cols[None, :], acc, mask=valid)
@@ -242,65 +220,6 @@ if triton is not None:
         if IEEE:
             return tl.dot(a, tl.trans(w), acc, input_precision="ieee")
         return tl.dot(a, tl.trans(w), acc)
-
-    @triton.jit
-    def _mlp(x_ptr, fc_ptr, fc_bias_ptr, proj_ptr, out_ptr, M, N, K, HIDDEN, x_stride, ITERS: tl.constexpr,
-             IEEE: tl.constexpr, BLOCK_M: tl.constexpr, CHUNK: tl.constexpr, BLOCK_K: tl.constexpr,
-             BLOCK_N: tl.constexpr, PDL: tl.constexpr, TRIGGER: tl.constexpr):
-        """Program (chunk, m tile): g = gelu(x @ fc[chunk]^T + bias) [BLOCK_M, CHUNK] over the whole K
-        (up to four fc tiles loaded before the wait, like _linear), then g @ proj[:, chunk]^T written
-        BLOCK_N columns at a time as this chunk's partial sums (the first proj tile is loaded before
-        the wait too)."""
-        rows = tl.program_id(1) * BLOCK_M + tl.arange(0, BLOCK_M)
-        units = tl.program_id(0) * CHUNK + tl.arange(0, CHUNK)
-        fc_rows = fc_ptr + units[:, None] * K
-        x_rows = x_ptr + rows[:, None] * x_stride
-        ks = tl.arange(0, BLOCK_K)
-        cols = tl.arange(0, BLOCK_N)
-        proj_tile = proj_ptr + cols[:, None] * HIDDEN + units[None, :]
-        proj_mask = units[None, :] < HIDDEN
-        w0 = _tile(fc_rows, units[:, None] < HIDDEN, ks, K)
-        if ITERS <= 4:
-            if ITERS > 1:
-                w1 = _tile(fc_rows, units[:, None] < HIDDEN, ks + BLOCK_K, K)
-            if ITERS > 2:
-                w2 = _tile(fc_rows, units[:, None] < HIDDEN, ks + 2 * BLOCK_K, K)
-            if ITERS > 3:
-                w3 = _tile(fc_rows, units[:, None] < HIDDEN, ks + 3 * BLOCK_K, K)
-        p_next = tl.load(proj_tile, mask=proj_mask & (cols[:, None] < N), other=0.0)
-        bias = tl.load(fc_bias_ptr + units, mask=units < HIDDEN, other=0.0).to(tl.float32)
-        if PDL:
-            gdc_wait()
-            if TRIGGER:
-                gdc_launch_dependents()
-        acc = tl.zeros((BLOCK_M, CHUNK), dtype=tl.float32)
-        if ITERS <= 4:
-            acc = _dot(_tile(x_rows, rows[:, None] < M, ks, K), w0, acc, IEEE)
-            if ITERS > 1:
-                acc = _dot(_tile(x_rows, rows[:, None] < M, ks + BLOCK_K, K), w1, acc, IEEE)
-            if ITERS > 2:
-                acc = _dot(_tile(x_rows, rows[:, None] < M, ks + 2 * BLOCK_K, K), w2, acc, IEEE)
-            if ITERS > 3:
-                acc = _dot(_tile(x_rows, rows[:, None] < M, ks + 3 * BLOCK_K, K), w3, acc, IEEE)
-        else:
-            w_next = w0
-            for start in range(0, K, BLOCK_K):
-                w = w_next
-                w_next = _tile(fc_rows, units[:, None] < HIDDEN, start + BLOCK_K + ks, K)
-                acc = _dot(_tile(x_rows, rows[:, None] < M, start + ks, K), w, acc, IEEE)
-        g = _gelu_tanh(acc + bias[None, :]).to(x_ptr.dtype.element_ty)
-        out = out_ptr + (tl.program_id(0) * M + rows[:, None]) * N
-        for start in range(0, N, BLOCK_N):
-            p = p_next
-            p_next = tl.load(proj_tile + (start + BLOCK_N) * HIDDEN,
-                             mask=proj_mask & (start + BLOCK_N + cols[:, None] < N), other=0.0)
-            part = _dot(g, p, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), IEEE)
-            tl.store(out + start + cols[None, :], part, mask=(rows[:, None] < M) & (start + cols[None, :] < N))
-
-    @triton.jit
-    def _gelu_tanh(z):
-        inner = 0.7978845608028654 * (z + 0.044715 * z * z * z)
-        return 0.5 * z * (1.0 + (2.0 * tl.sigmoid(2.0 * inner) - 1.0))  # tanh(u) = 2 sigmoid(2u) - 1
 
     @triton.jit
     def _residual_layernorm(x_ptr, partials_ptr, y_bias_ptr, wte_ptr, wpe_ptr, tokens_ptr, positions_ptr, w_ptr,
@@ -346,7 +265,7 @@ if triton is not None:
     def _decode_attention(qkv_ptr, qkv_bias_ptr, prompt_kv_ptr, row_start_ptr, leader_ptr, comp_kv_ptr, step_ptr,
                           out_ptr, B, P_cap, N_cap, prompt_kv_stride, comp_kv_stride, scale,
                           H: tl.constexpr, D: tl.constexpr, D_PAD: tl.constexpr, QKV_SPLITS: tl.constexpr,
-                          BLOCK: tl.constexpr, AHEAD: tl.constexpr, PDL: tl.constexpr, TRIGGER: tl.constexpr):
+                          BLOCK: tl.constexpr, PDL: tl.constexpr, TRIGGER: tl.constexpr):
         """Program (row, head). Keys: the prompt's real tokens, then the row's completion so far, in
         blocks that never straddle the two caches (block j + 1 is loaded while j is reduced), and
         the new token, which sees itself. Scores are in log2 units (scale includes log2 e).
@@ -369,10 +288,6 @@ if triton is not None:
         n_blocks = prompt_blocks + tl.cdiv(step, BLOCK)
         k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, 0, prompt_blocks,
                                               n_prompt, step, n_blocks, positions, dims, D, BLOCK)
-        if AHEAD > 1:
-            k_after, v_after, left_after = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, 1,
-                                                     prompt_blocks, n_prompt, step, n_blocks, positions, dims, D,
-                                                     BLOCK)
         if PDL:
             gdc_wait()
             if TRIGGER:
@@ -389,15 +304,8 @@ if triton is not None:
         acc = v_new.to(tl.float32)
         for j in range(0, n_blocks):
             k, v, left = k_next, v_next, left_next
-            if AHEAD > 1:
-                k_next, v_next, left_next = k_after, v_after, left_after
-                k_after, v_after, left_after = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j + 2,
-                                                         prompt_blocks, n_prompt, step, n_blocks, positions, dims,
-                                                         D, BLOCK)
-            else:
-                k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j + 1,
-                                                      prompt_blocks, n_prompt, step, n_blocks, positions, dims, D,
-                                                      BLOCK)
+            k_next, v_next, left_next = _kv_block(prompt, own, prompt_kv_stride, comp_kv_stride, j + 1,
+                                                  prompt_blocks, n_prompt, step, n_blocks, positions, dims, D, BLOCK)
             valid = positions < left
             scores = tl.where(valid, tl.sum(k.to(tl.float32) * q[None, :], 1), -float("inf"))
             new_max = tl.maximum(running_max, tl.max(scores, 0))

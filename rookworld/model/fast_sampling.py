@@ -163,7 +163,6 @@ class StaticDecoder:
         self.use_kernels = kernels.kernels_available(self.device) if use_kernels is None else use_kernels
         self.check_every = check_every
         self.splits = kernel_splits(model.config) if self.use_kernels else {"qkv": 1, "proj": 1, "mlp_proj": 1}
-        self.fused_mlp = self.use_kernels and kernels.FUSED_MLP  # fixed at construction, like the splits
         self.ignore_stops = ignore_stops  # benchmarks: every row runs to its cap
         self.weights = DecodeWeights(model, self.dtype)
         self.buffers: DecodeBuffers | None = None
@@ -437,12 +436,8 @@ class StaticDecoder:
             kernels.linear_partials(b.y, w[p + "attn.c_proj.weight"], attn_proj)
             kernels.add_layernorm(b.x, attn_proj, w[p + "attn.c_proj.bias"], w[p + "ln_2.weight"],
                                   w[p + "ln_2.bias"], b.h, eps)
-            if self.fused_mlp:
-                kernels.mlp_partials(b.h, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"],
-                                     w[p + "mlp.c_proj.weight"], mlp_proj)
-            else:
-                kernels.linear_gelu(b.h, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"], b.hidden)
-                kernels.linear_partials(b.hidden, w[p + "mlp.c_proj.weight"], mlp_proj)
+            kernels.linear_gelu(b.h, w[p + "mlp.c_fc.weight"], w[p + "mlp.c_fc.bias"], b.hidden)
+            kernels.linear_partials(b.hidden, w[p + "mlp.c_proj.weight"], mlp_proj)
             after = f"h.{layer + 1}.ln_1" if layer + 1 < config.n_layer else "ln_f"
             kernels.add_layernorm(b.x, mlp_proj, w[p + "mlp.c_proj.bias"], w[after + ".weight"],
                                   w[after + ".bias"], b.h, eps)
@@ -505,12 +500,10 @@ class StaticDecoder:
 
 
 def kernel_splits(config) -> dict[str, int]:
-    """Partial sums of the decode products: K-splits of c_attn and attention c_proj
-    (decode_kernels.linear_partials), and of the MLP's output (hidden-unit chunks when the MLP is one
-    launch, decode_kernels.mlp_partials; else the K-splits of its c_proj)."""
+    """K-splits of the three split-K decode products (decode_kernels.linear_partials)."""
     C = config.n_embd
-    mlp = kernels.mlp_chunks(4 * C) if kernels.FUSED_MLP else kernels.split_count(C, 4 * C)
-    return {"qkv": kernels.split_count(3 * C, C), "proj": kernels.split_count(C, C), "mlp_proj": mlp}
+    return {"qkv": kernels.split_count(3 * C, C), "proj": kernels.split_count(C, C),
+            "mlp_proj": kernels.split_count(C, 4 * C)}
 
 
 def make_decoder(model: GPT, *, check_every: int, ignore_stops: bool = False) -> StaticDecoder | PlainDecoder:
