@@ -2,7 +2,8 @@
 
 One step (CleanRL-style, all the math visible in `grpo/`):
   1. draw `prompts_per_step` problems by the task mix; sample G = grpo.group_size completions each;
-  2. score every completion against its problem's ground truth (reward_fn);
+  2. score every completion against its problem's ground truth (reward_fn; rows that stop early are
+     scored while the GPU generates the rest: scoring.py);
   3. group-relative advantages (grpo/advantages.py);
   4. one no-grad pass for the reference log-probs (KL) and, when the batch is reused
      (num_iterations > 1 or several minibatches), the old log-probs of the sampling policy;
