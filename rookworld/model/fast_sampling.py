@@ -27,7 +27,8 @@ the model on it. How the work reaches the GPU differs:
   E ~ Exponential(1) from the given generator, inside the graph (the generator is registered with
   it). Same generator state, same logits: same tokens as `sampling.generate`.
 - The host checks whether every row has finished only every `check_every` steps; the extra steps
-  emit padding only and are trimmed from the result.
+  emit padding only and are trimmed from the result. The rows a check finds finished can be handed
+  to the caller (`on_finished`) while the GPU runs the next steps: the trainer scores them then.
 
 `make_decoder(model)` returns a StaticDecoder on CUDA and elsewhere a PlainDecoder
 (rookworld.model.sampling: `generate` behind the same interface), so a decoder is never None.
