@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import torch
 
+from rookworld.rewards import RewardResult
 from rookworld.rollout import Rollout, completion_text, decode_completions
 from rookworld.tasks import Problem
 
@@ -17,7 +18,7 @@ class StepScores:
     def __init__(self, tokenizer, reward_fn, problems: list[Problem]):
         self.tokenizer, self.reward_fn, self.problems = tokenizer, reward_fn, problems
         self.texts: dict[int, str] = {}
-        self.results: dict[int, object] = {}
+        self.results: dict[int, RewardResult] = {}
 
     def add(self, rows: list[int], completions: list[list[int]]) -> None:
         """Decode and score `rows` (their completions' token ids, stop token included)."""
@@ -31,7 +32,7 @@ class StepScores:
         if missing:
             self.texts.update(zip(missing, decode_completions(self.tokenizer, rollout, missing)))
 
-    def finish(self) -> tuple[torch.Tensor, list]:
+    def finish(self) -> tuple[torch.Tensor, list[RewardResult]]:
         """Every row's reward total [B] (float32) and RewardResult; scores the rows not scored yet."""
         for row in range(len(self.problems)):
             if row not in self.results:

@@ -15,7 +15,6 @@ Guards end the run with a recorded outcome instead of a crash or a silent contin
 from __future__ import annotations
 
 import contextlib
-import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -272,12 +271,6 @@ class Trainer:
             return generate_for_problems(self.decoder, self.tokenizer, rows, self.max_new_tokens,
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                                          generator=self.generator, on_finished=on_finished)
-
-    def score(self, problems: list[Problem], texts: list[str]) -> tuple[torch.Tensor, list]:
-        """Reward of every completion text against its own problem's ground truth."""
-        scores = StepScores(self.tokenizer, self.reward_fn, problems)
-        scores.texts.update(enumerate(texts))
-        return scores.finish()
 
     def _make_batch(self, gen, advantages: torch.Tensor | None = None) -> Batch:
         """The batch of `gen` with its reference (and old-policy) log-probs queued on the device."""

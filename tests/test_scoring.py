@@ -23,7 +23,8 @@ def test_rows_scored_during_generation_match_scoring_after_it(tmp_path):
     rewards, scored = scores.finish()
 
     texts = decode_completions(trainer.tokenizer, rollout)
-    expected, expected_scored = trainer.score(rows, texts)
+    expected_scored = [trainer.reward_fn(problem, text) for problem, text in zip(rows, texts)]
+    expected = torch.tensor([s.total for s in expected_scored], dtype=torch.float32)
     assert 0 < len(early) < len(rows)
     assert [scores.texts[row] for row in range(len(rows))] == texts
     assert torch.equal(rewards, expected)

@@ -17,7 +17,8 @@ from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.tasks import perfect_completion
 from rookworld.model.sampling import Generation
-from rookworld.rollout import Rollout, decode_completions
+from rookworld.rollout import Rollout
+from rookworld.scoring import StepScores
 from rookworld.tracking import make_tracker
 from rookworld.components import build_trainer
 from rookworld.train import run
@@ -95,7 +96,9 @@ def test_ground_truth_reaches_the_scorer_through_the_training_path(tmp_path):
     texts = [perfect_completion(policy_problem), wrong_policy, perfect_completion(arbiter_problem),
              render_arbiter_completion(replace(arbiter_problem.truth, terminated=not arbiter_problem.truth.terminated))]
     rollout = scripted_rollout(trainer, problems, texts)
-    rewards, scored = trainer.score(rollout.problems, decode_completions(trainer.tokenizer, rollout))
+    scores = StepScores(trainer.tokenizer, trainer.reward_fn, rollout.problems)
+    scores.decode_rest(rollout)
+    rewards, scored = scores.finish()
     assert rewards[0] == pytest.approx(1.0) and rewards[2] == pytest.approx(1.0)
     assert rewards[1] < rewards[0] and rewards[3] < rewards[2]
 
