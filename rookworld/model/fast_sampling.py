@@ -42,10 +42,11 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 from torch import Tensor
+from torch.nn.attention import sdpa_kernel
 
 from rookworld.model import decode_kernels as kernels
 from rookworld.model.fused_logprobs import VOCAB_ALIGN
-from rookworld.model.gpt2 import GPT, attention_backends, attention_bias, attention_mask_4d
+from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_bias, attention_mask_4d
 from rookworld.model.sampling import (Generation, PlainDecoder, check_request, keep_top_k, keep_top_p,
                                       left_pad)
 
@@ -194,7 +195,7 @@ class StaticDecoder:
         if n_max <= 0:
             return empty_generation(prompt_ids, prompt_mask)
         distinct, leader = distinct_prompts(prompts)
-        with torch.autocast(self.device.type, enabled=False), attention_backends():
+        with torch.autocast(self.device.type, enabled=False), sdpa_kernel(ATTENTION_BACKENDS):
             if self.weights.refresh():
                 self.release_graphs()
             self._ensure_buffers(len(prompts), len(distinct), prompt_ids.shape[1], n_max)

@@ -25,17 +25,10 @@ from torch.utils.checkpoint import checkpoint
 
 from rookworld.model.layer_norm import add_layer_norm, layer_norm_to
 
-# SDPA backends in priority order. cuDNN first: on an H100 it runs the training passes' masked
-# attention ~30% faster than memory-efficient attention (docs/perf-notes.md). It builds an execution
-# plan for every new shape (tens of ms), which CUDA-graphed passes pay once per padded shape.
-ATTENTION_BACKENDS = [SDPBackend.CUDNN_ATTENTION, SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                      SDPBackend.MATH]
+# SDPA backends, in order. Not cuDNN: it builds an execution plan for every new shape (tens of ms
+# each time the padded prompt width changes) where flash / memory-efficient attention need none.
+ATTENTION_BACKENDS = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 ALIGN_BIAS = 16  # memory-efficient attention's alignment of an attention bias's rows (elements)
-
-
-def attention_backends():
-    """Context in which scaled_dot_product_attention picks from ATTENTION_BACKENDS, in that order."""
-    return sdpa_kernel(ATTENTION_BACKENDS, set_priority=True)
 
 
 @dataclass(frozen=True)
@@ -165,7 +158,7 @@ class CausalSelfAttention(nn.Module):
                    for t in self.c_attn(x).split(C, dim=2))
         if kv_cache is not None:
             k, v = kv_cache.write(layer, k, v)
-        with attention_backends():  # here, so that checkpoint recomputation picks the same kernel
+        with sdpa_kernel(ATTENTION_BACKENDS):  # here, so that checkpoint recomputation picks the same kernel
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
 
@@ -186,7 +179,7 @@ class CausalSelfAttention(nn.Module):
 
         prompt_k, prompt_v = prompt_kv.view(U, P, 2, C).unbind(2)
         row_k, row_v = row_kv.view(B, P + N, 2, C).unbind(2)
-        with attention_backends():
+        with sdpa_kernel(ATTENTION_BACKENDS):
             y_prompt = F.scaled_dot_product_attention(heads(prompt_q, U), heads(prompt_k, U), heads(prompt_v, U),
                                                       attn_mask=layout.prompt_bias)
             y_completion = F.scaled_dot_product_attention(heads(completion_q, B), heads(row_k, B), heads(row_v, B),
