@@ -36,6 +36,7 @@ the model on it. How the work reaches the GPU differs:
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -356,8 +357,9 @@ class StaticDecoder:
     def _decode(self, n_max: int, spec: SamplingSpec, generator: torch.Generator | None,
                 on_finished: FinishedHook | None) -> int:
         """Run the steps; return how many ran. With stop ids the host checks every `check_every` steps
-        whether every row has finished (each check is a host sync); the rows found finished go to
-        `on_finished` once the next steps are queued, so that host work overlaps them."""
+        whether every row has finished (each check is a host sync: the GPU idles until the next steps
+        are queued). The completions of the rows found finished are read and handed to `on_finished`
+        only once the next steps are queued, so that this host work overlaps them."""
         checks = spec.n_stops > 0  # without stop ids every row runs to its cap: nothing to check
         reported = torch.zeros(self.buffers.shape[0], dtype=torch.bool)
         done, newly_finished = 0, None
@@ -369,7 +371,7 @@ class StaticDecoder:
                     self._step(spec, generator, eager_step=done)
                 done += 1
             if newly_finished:
-                on_finished(*newly_finished)
+                on_finished(*self._completions(*newly_finished))
                 newly_finished = None
             if not checks or done == n_max:
                 break
@@ -377,13 +379,15 @@ class StaticDecoder:
             if bool(finished.all()):
                 break
             if on_finished is not None and bool((finished & ~reported).any()):
-                newly_finished = self._completions(finished & ~reported, done)
+                newly_finished = finished & ~reported, done
                 reported |= finished
         return done
 
     def _completions(self, rows: Tensor, steps: int) -> tuple[list[int], list[list[int]]]:
-        """Indices of `rows` (a host bool mask) and their completions so far."""
-        tokens, active = self.buffers.out_tokens[:, :steps].cpu(), self.buffers.out_active[:, :steps].cpu()
+        """Indices of `rows` (a host bool mask) and their completions in the first `steps` steps, which
+        have run: read on the side stream, so the copies need not wait for the steps queued since."""
+        with torch.cuda.stream(side_stream(self.device)) if self.use_graphs else contextlib.nullcontext():
+            tokens, active = self.buffers.out_tokens[:, :steps].cpu(), self.buffers.out_active[:, :steps].cpu()
         index = rows.nonzero().flatten().tolist()
         return index, [tokens[row][active[row]].tolist() for row in index]
 
