@@ -44,16 +44,20 @@ def test_decoder_gives_the_plain_samplers_tokens(tiny_model, settings):
     assert decoder.buffers.shape[1] == len(PROMPT_TEXTS)  # one prompt cache row per distinct prompt
 
 
-def test_rows_that_stop_early_are_reported_with_their_final_completions(tiny_model):
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a GPU"))])
+def test_rows_that_stop_early_are_reported_with_their_final_completions(tiny_model, device):
     """on_finished gets each row at most once, at a check after it stopped, with exactly the
-    completion the result holds; rows still running at the last check are left to the caller."""
+    completion the result holds; rows still running at the last check are left to the caller.
+    On CUDA the reported completions are copied while the GPU runs the next steps (graphs on)."""
     model, tokenizer = tiny_model
+    model.to(device)
     prompts = prompt_ids(tokenizer, repeat=2)
     caps = [30, 9, 21, 14, 30, 5]
     reports: list[tuple[int, list[int]]] = []
     decoder = StaticDecoder(model, check_every=4)
     fast = decoder.generate(prompts, caps, temperature=1.0, stop_ids=early_stop_ids(model, tokenizer, prompts),
-                            pad_id=tokenizer.pad_id, generator=torch.Generator().manual_seed(7),
+                            pad_id=tokenizer.pad_id, generator=torch.Generator(device).manual_seed(7),
                             on_finished=lambda rows, completions: reports.extend(zip(rows, completions)))
     final = fast.completions()
     rows = [row for row, _ in reports]
