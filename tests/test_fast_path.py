@@ -170,9 +170,10 @@ def triton_runs_here() -> bool:
 needs_triton = pytest.mark.skipif(not triton_runs_here(), reason="needs triton with TRITON_INTERPRET=1")
 
 
-# Kernel layouts: the defaults, and one where every split is exercised: sampling over vocabulary
-# chunks, split-K products (2-8 partial sums per product), several key blocks per attention program.
-WHOLE = dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64)
+# Kernel layouts: one without splits (the defaults with half-depth splits off, at the test model's
+# width), and one where every split is exercised: sampling over vocabulary chunks, split-K products
+# (2-8 partial sums per product, some half-depth), several key blocks per attention program.
+WHOLE = dict(SAMPLE_CHUNK=4096, LINEAR_BLOCK_K=256, ATTENTION_BLOCK=64, LINEAR_HALF_DEPTH_BELOW=0)
 SPLIT = dict(SAMPLE_CHUNK=512, LINEAR_BLOCK_K=16, ATTENTION_BLOCK=16)
 
 

@@ -55,6 +55,7 @@ LINEAR_BLOCK_N = 32  # output columns per program of the decode products
 LINEAR_BLOCK_K = 256  # reduction depth per iteration
 LINEAR_PROGRAMS = 132  # aim for about this many programs per product (one per SM of an H100)
 LINEAR_MAX_SPLITS = 8
+LINEAR_HALF_DEPTH_BELOW = 66  # a product with fewer programs than this splits K half as deep (0: never)
 LINEAR_WARPS = 4
 NORM_WARPS = 4
 USE_PDL = True  # programmatic dependent launch where the GPU has it (Hopper+; not the interpreter)
@@ -81,10 +82,14 @@ def _pdl(tensor: Tensor) -> dict:
 
 def split_count(n: int, k: int) -> int:
     """K splits for an [*, k] @ [k, n] decode product: enough programs to fill the GPU, each split
-    at least one LINEAR_BLOCK_K deep."""
+    at least one LINEAR_BLOCK_K deep, or half that where the product would have too few programs
+    (narrow models: rookworld_tiny's c_attn and c_proj)."""
     tiles = triton.cdiv(n, LINEAR_BLOCK_N)
     wanted = max(1, round(LINEAR_PROGRAMS / tiles))
-    return max(1, min(wanted, LINEAR_MAX_SPLITS, k // LINEAR_BLOCK_K))
+    splits = min(wanted, LINEAR_MAX_SPLITS, k // LINEAR_BLOCK_K)
+    if tiles * splits < LINEAR_HALF_DEPTH_BELOW:
+        splits = min(wanted, LINEAR_MAX_SPLITS, k // (LINEAR_BLOCK_K // 2))
+    return max(1, splits)
 
 
 def linear_partials(x: Tensor, weight: Tensor, partials: Tensor) -> None:
@@ -101,11 +106,13 @@ def _launch_linear(x: Tensor, weight: Tensor, bias: Tensor, out: Tensor, splits:
     M, K = x.shape
     N = weight.shape[0]
     block_m = min(64, max(16, triton.next_power_of_2(M)))
-    iters = triton.cdiv(triton.cdiv(K, splits), LINEAR_BLOCK_K)
+    depth = triton.cdiv(K, splits)
+    block_k = min(LINEAR_BLOCK_K, triton.next_power_of_2(depth))  # a shallow split: a shallower tile
+    iters = triton.cdiv(depth, block_k)
     grid = (triton.cdiv(N, LINEAR_BLOCK_N), triton.cdiv(M, block_m), splits)
     _linear[grid](x, weight, bias, out, M, N, K, x.stride(0), ITERS=iters, GELU=gelu,
                   IEEE=x.dtype == torch.float32, BLOCK_M=block_m, BLOCK_N=LINEAR_BLOCK_N,
-                  BLOCK_K=LINEAR_BLOCK_K, num_warps=LINEAR_WARPS, **_pdl(x))
+                  BLOCK_K=block_k, num_warps=LINEAR_WARPS, **_pdl(x))
 
 
 def embed_layernorm(x: Tensor, wte: Tensor, wpe: Tensor, tokens: Tensor, positions: Tensor, weight: Tensor,
