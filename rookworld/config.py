@@ -63,7 +63,6 @@ def validate(cfg: DictConfig) -> None:
     require(g.micro_batch_size >= 0, "grpo.micro_batch_size", g.micro_batch_size, "must be >= 0")
     require(g.max_grad_norm >= 0, "grpo.max_grad_norm", g.max_grad_norm, "must be >= 0 (0 = off)")
     require(isinstance(g.cuda_graphs, bool), "grpo.cuda_graphs", g.cuda_graphs, "must be true or false")
-    require(isinstance(g.overlap_update, bool), "grpo.overlap_update", g.overlap_update, "must be true or false")
     require(isinstance(g.graph_bucket, int) and g.graph_bucket >= 1, "grpo.graph_bucket", g.graph_bucket,
             "must be an integer >= 1")
     _validate_optimizer(o)

@@ -19,19 +19,12 @@ class StepScores:
         self.tokenizer, self.reward_fn, self.problems = tokenizer, reward_fn, problems
         self.texts: dict[int, str] = {}
         self.results: dict[int, RewardResult] = {}
-        self.completions: dict[int, list[int]] = {}  # token ids of the rows scored during generation
 
     def add(self, rows: list[int], completions: list[list[int]]) -> None:
         """Decode and score `rows` (their completions' token ids, stop token included)."""
         for row, ids in zip(rows, completions):
-            self.completions[row] = ids
             self.texts[row] = completion_text(self.tokenizer, ids)
             self._score(row)
-
-    def finished_groups(self, group_size: int) -> list[int]:
-        """The groups (rows g*G .. g*G+G-1) whose every row has been added, in order."""
-        return [g for g in range(len(self.problems) // group_size)
-                if all(row in self.completions for row in range(g * group_size, (g + 1) * group_size))]
 
     def decode_rest(self, rollout: Rollout) -> None:
         """Texts of the rows not reported during generation (one host transfer)."""

@@ -9,9 +9,7 @@ One step (CleanRL-style, all the math visible in `grpo/`):
      (num_iterations > 1 or several minibatches), the old log-probs of the sampling policy;
   5. for each epoch and minibatch: clipped surrogate + beta * KL per token, aggregated by
      grpo.loss_type, backward over micro-batches, gradient clipping, optimizer step with the LR
-     of this step set before the update. With one minibatch and one epoch (grpo.overlap_update),
-     the first half of the groups to finish generating get steps 3-5's backward on a second CUDA
-     stream while the decode runs on; their gradients are scaled to their share afterwards.
+     of this step set before the update.
 Guards end the run with a recorded outcome instead of a crash or a silent continue.
 """
 from __future__ import annotations
@@ -25,7 +23,6 @@ from typing import Protocol
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.batch import Batch
 from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
@@ -38,7 +35,7 @@ from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import PRUNED, SUCCESS
-from rookworld.rollout import Rollout, generate_for_problems, prompt_ids, stopped
+from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import StepScores
 from rookworld.tasks import Problem
 
@@ -64,71 +61,61 @@ class RunResult:
 
 
 @dataclass
-class UpdateSums:
-    """One step's update metrics, summed on the device over its passes and optimizer steps (read once,
-    by read_metrics)."""
-    loss: torch.Tensor
-    grad_norm: torch.Tensor
-    updates: torch.Tensor       # optimizer steps taken (a non-finite minibatch is skipped)
-    entropy: torch.Tensor       # token sums, first epoch
-    kl: torch.Tensor
-    tokens: torch.Tensor
-    clip_low: torch.Tensor      # token-weighted, every epoch
-    clip_high: torch.Tensor
-    clip_region: torch.Tensor
-    minibatches: int = 0
-    with_kl: bool = False
+class Batch:
+    """Everything the update needs, fixed before the first gradient step. Rows come in GRPO groups that
+    share a prompt: the distinct prompts are kept once, and the model runs each once."""
+    prompt_ids: torch.Tensor            # [U, P] distinct prompts, left-padded
+    prompt_mask: torch.Tensor           # [U, P]
+    prompt_positions: torch.Tensor      # [U, P]
+    groups: list[int]                   # [B] each row's prompt (on the host: micro-batches pick their prompts)
+    completion_ids: torch.Tensor        # [B, N]
+    completion_positions: torch.Tensor  # [B, N]
+    mask: torch.Tensor                  # [B, N] float completion mask
+    advantages: torch.Tensor | None = None  # [B] (set once the rewards are in)
+    ref_logp: torch.Tensor | None = None  # [B, N] reference log-probs (KL on)
+    old_logp: torch.Tensor | None = None  # [B, N] sampling-policy log-probs (batch reused)
 
     @classmethod
-    def zeros(cls, device: torch.device) -> UpdateSums:
-        zero = torch.zeros((), device=device)
-        return cls(*[zero] * 9)
+    def from_generation(cls, gen, advantages: torch.Tensor | None = None) -> Batch:
+        P = gen.prompt_length
+        prompts = [tuple(ids) + tuple(real) for ids, real in
+                   zip(gen.input_ids[:, :P].tolist(), gen.attention_mask[:, :P].tolist())]
+        first_row: dict[tuple, int] = {}
+        for row, prompt in enumerate(prompts):
+            first_row.setdefault(prompt, row)
+        index = {prompt: i for i, prompt in enumerate(first_row)}
+        leaders = torch.tensor(list(first_row.values()), device=gen.input_ids.device)
+        return cls(prompt_ids=gen.input_ids[leaders, :P], prompt_mask=gen.attention_mask[leaders, :P],
+                   prompt_positions=gen.position_ids[leaders, :P], groups=[index[p] for p in prompts],
+                   completion_ids=gen.input_ids[:, P:], completion_positions=gen.position_ids[:, P:],
+                   mask=gen.completion_mask.float(), advantages=advantages)
 
-    def add_pass(self, inputs: dict[str, torch.Tensor], out: dict[str, torch.Tensor], first_epoch: bool) -> None:
-        """One micro-batch's forward and backward: `inputs` as the pass read them, `out` what it returned."""
-        mask = inputs["mask"]
-        tokens = mask.sum()
-        if first_epoch:  # every row once: the KL of the sampling policy (old log-probs, else this pass's)
-            self.entropy = self.entropy + (out["entropy"] * mask).sum()
-            self.tokens = self.tokens + tokens
-            if "ref_logp" in inputs:
-                sampling = inputs["old_logp"] if "old_logp" in inputs else out["logp"]
-                k3 = kl_per_token(sampling.float(), inputs["ref_logp"].float(), "k3")
-                self.kl, self.with_kl = self.kl + (k3 * mask).sum(), True
-        self.clip_low = self.clip_low + out["clip_low"] * tokens
-        self.clip_high = self.clip_high + out["clip_high"] * tokens
-        self.clip_region = self.clip_region + out["clip_region"] * tokens
+    def group_size(self, index: torch.Tensor) -> int:
+        """G when rows `index` are whole groups of G rows, one after the other (the usual GRPO batch;
+        GPT.completion_hidden then runs faster), else 0."""
+        groups = [self.groups[row] for row in index.tolist()]
+        distinct = list(dict.fromkeys(groups))
+        size = len(groups) // len(distinct)
+        return size if groups == [g for g in distinct for _ in range(size)] else 0
 
-    def add_step(self, loss: torch.Tensor, grad_norm: torch.Tensor, finite: torch.Tensor) -> None:
-        self.loss = self.loss + torch.where(finite, loss, 0.0)
-        self.grad_norm = self.grad_norm + torch.where(finite, grad_norm, 0.0)
-        self.updates = self.updates + finite.float()
-        self.minibatches += 1
-
-    def metrics(self, lr: float, num_iterations: int) -> dict[str, torch.Tensor | float]:
-        tokens = self.tokens.clamp(min=1)
-        result = {
-            "loss": self.loss / self.updates,  # nan when every minibatch was skipped
-            "grad_norm": self.grad_norm / self.updates,
-            "learning_rate": lr,
-            "entropy": self.entropy / tokens,
-            **{f"clip_ratio/{side}_mean": getattr(self, f"clip_{side}") / (tokens * num_iterations)
-               for side in ("low", "high", "region")},
-            "nonfinite": self.minibatches - self.updates,
-        }
-        if self.with_kl:
-            result["kl"] = self.kl / tokens
-        return result
-
-
-@dataclass
-class EarlyUpdate:
-    """The part of a step's update queued during generation: the backward of the groups that finished
-    first (their gradients added up, normalised over their own rows), on the update stream."""
-    rows: list[int]
-    normalizer: LossNormalizer
-    loss: torch.Tensor
-    sums: UpdateSums
+    def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
+        """The model inputs and loss tensors of rows `index` (a CPU index) with their prompts only;
+        ref_logp / old_logp when present."""
+        picked = index.tolist()
+        prompts = sorted({self.groups[row] for row in picked})
+        renumber = {prompt: i for i, prompt in enumerate(prompts)}
+        device = self.mask.device
+        group = torch.tensor([renumber[self.groups[row]] for row in picked], device=device)
+        per_row = dict(completion_ids=self.completion_ids, completion_positions=self.completion_positions,
+                       mask=self.mask, advantages=self.advantages, ref_logp=self.ref_logp, old_logp=self.old_logp)
+        per_prompt = dict(prompt_ids=self.prompt_ids, prompt_mask=self.prompt_mask,
+                          prompt_positions=self.prompt_positions)
+        everything = picked == list(range(len(self.groups))) and prompts == list(range(self.prompt_ids.shape[0]))
+        if everything:  # the usual case: no copies
+            return {"group": group, **per_prompt, **{k: t for k, t in per_row.items() if t is not None}}
+        rows, prompt_rows = index.to(device), torch.tensor(prompts, device=device)
+        return {"group": group, **{k: t[prompt_rows] for k, t in per_prompt.items()},
+                **{k: t[rows] for k, t in per_row.items() if t is not None}}
 
 
 @dataclass
@@ -166,8 +153,6 @@ class Trainer:
         self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
         self._make_pass_graphs()
-        # The early part of an overlapped update runs here, beside the decode (None on the CPU).
-        self.update_stream = torch.cuda.Stream(self.device) if self.device.type == "cuda" else None
         if cfg.resume_from:
             self.resume(cfg.resume_from)
 
@@ -227,36 +212,21 @@ class Trainer:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
         rows = self._take_rows()
         scores = StepScores(self.tokenizer, self.reward_fn, rows)
-        early: list[EarlyUpdate] = []
-
-        def on_finished(finished: list[int], completions: list[list[int]]) -> None:
-            """Rows that stopped while the GPU generates the rest: score them, and once half of the
-            groups have finished, queue their share of the update beside the decode."""
-            scores.add(finished, completions)
-            first_half = self._first_finished_half(scores) if self._overlaps_update and not early else []
-            if first_half:
-                early.append(self._start_early_update(step, rows, first_half, scores))
-
-        with timer("generation"):
-            rollout = self.generate(rows, on_finished=on_finished)
+        with timer("generation"):  # rows that stop early are scored while the GPU generates the rest
+            rollout = self.generate(rows, on_finished=scores.add)
             scores.decode_rest(rollout)  # on the host before the GPU gets more work
-        started = early[0] if early else None
-        late = sorted(set(range(len(rows))) - set(started.rows)) if started else None
         # The log-prob passes are queued first and the remaining rewards computed on the host while
         # the GPU runs them: "logprobs" times the queueing, "scoring" ends when both are done.
         with timer("logprobs", wait=False), torch.no_grad():
-            batch = Batch.from_generation(rollout.generation, late)  # its host reads come before the wait
-            if started and self.update_stream:  # the passes share one graph memory pool: one after the other
-                torch.cuda.current_stream(self.device).wait_stream(self.update_stream)
-            self._queue_logprobs(batch)
+            batch = self._make_batch(rollout.generation)
         with timer("scoring"):
             rewards, scored = scores.finish()
             shaped = self.reward_norm(rewards) if self.reward_norm else rewards
             adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards,
                                    self.cfg.grpo.advantage_std)
-            batch.advantages = (adv.values if late is None else adv.values[late]).to(self.device)
+            batch.advantages = adv.values.to(self.device)
         with timer("update"):
-            queued = self.update(step, batch, started)
+            queued = self.update(step, batch)
             self._prefetch_rows()  # host work while the GPU runs the update
             update = read_metrics(queued)
         kl = update.pop("kl", None)
@@ -270,7 +240,6 @@ class Trainer:
             **self._completion_metrics(rollout),
             **update,
             **({"kl": kl, "kl/coef": beta} if kl is not None else {}),
-            "update/early_rows": len(started.rows) / len(rows) if started else 0.0,
             **{f"time/{k}": v for k, v in timer.seconds.items()},
         }
         metrics["step_time"] = timer.total
@@ -303,15 +272,10 @@ class Trainer:
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                                          generator=self.generator, on_finished=on_finished)
 
-    def _make_batch(self, gen, advantages: torch.Tensor | None = None, rows: list[int] | None = None) -> Batch:
-        """The batch of `gen` (or of its `rows`) with its reference (and old-policy) log-probs queued."""
-        batch = Batch.from_generation(gen, rows)
-        batch.advantages = advantages
-        return self._queue_logprobs(batch)
-
-    def _queue_logprobs(self, batch: Batch) -> Batch:
-        """Queue `batch`'s reference log-probs (KL on) and old-policy log-probs (batch reused)."""
-        everything = torch.arange(len(batch))
+    def _make_batch(self, gen, advantages: torch.Tensor | None = None) -> Batch:
+        """The batch of `gen` with its reference (and old-policy) log-probs queued on the device."""
+        batch = Batch.from_generation(gen, advantages)
+        everything = torch.arange(len(batch.groups))
         inputs, group_size = batch.rows(everything), batch.group_size(everything)
         if self.kl.enabled:
             batch.ref_logp = self._no_grad_logprobs("reference", inputs, group_size)
@@ -360,94 +324,64 @@ class Trainer:
         self.logprob_graphs = ShapeGraphs(self._logprob_pass, self.device, pool=self.policy_graphs.pool)
         self._captured_grads: list[int] = []
 
-    def update(self, step: int, batch: Batch, early: EarlyUpdate | None = None) -> dict[str, torch.Tensor | float]:
+    def update(self, step: int, batch: Batch) -> dict[str, torch.Tensor | float]:
         """Queue the step's optimizer updates on the device. The metrics stay device tensors until
         `read_metrics` (one sync), so the host can prepare the next step while the GPU works; a
-        minibatch whose loss or gradient norm is not finite skips its optimizer step. `early`: the
-        part of the (single) minibatch whose backward already ran during generation; `batch` holds
-        the other rows."""
+        minibatch whose loss or gradient norm is not finite skips its optimizer step."""
         g = self.cfg.grpo
         lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
                    self.cfg.optimizer.min_lr_ratio)
         set_lr(self.optimizer, lr)
         beta = self.kl.beta(step)
-        sums = early.sums if early is not None else UpdateSums.zeros(self.device)
-        n = len(batch)
+        n = batch.mask.shape[0]
+        # Log-probs of the sampling policy, for the KL metric: the stored ones, else the first epoch's.
+        sampling_logp = batch.old_logp
+        if sampling_logp is None and batch.ref_logp is not None:
+            sampling_logp = torch.zeros_like(batch.mask)
+        zero = torch.zeros((), device=self.device)
+        sums = dict.fromkeys(("loss", "grad_norm", "updates", "entropy", "clip_low", "clip_high", "clip_region"), zero)
+        minibatches = 0
         for epoch in range(g.num_iterations):
             order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
             for minibatch in order.chunk(g.num_minibatches):
-                normalizer = LossNormalizer.for_batch(g.loss_type, batch.rows(minibatch)["mask"], self._max_length)
-                if early is None:
-                    self._zero_grad()
-                    loss = self._backward(sums, batch, minibatch, normalizer, beta, first_epoch=epoch == 0)
-                else:  # the early part's loss and gradients become their share of the whole minibatch's
-                    whole = early.normalizer.joined(normalizer)
-                    share = early.normalizer.share_of(whole)
-                    torch._foreach_mul_([p.grad for p in self.policy.parameters() if p.grad is not None], share)
-                    loss = early.loss * share + self._backward(sums, batch, minibatch, whole, beta, first_epoch=True)
-                self._optimizer_step(sums, loss)
-        return sums.metrics(lr, g.num_iterations)
-
-    def _backward(self, sums: UpdateSums, batch: Batch, rows: torch.Tensor, normalizer: LossNormalizer, beta: float,
-                  first_epoch: bool) -> torch.Tensor:
-        """Forward and backward of `rows` in micro-batches (gradients add up); their summed loss, the
-        metrics added to `sums`."""
-        loss = sums.loss.new_zeros(())  # summed on the device: no sync per micro-batch
-        for micro in rows.split(self.cfg.grpo.micro_batch_size or len(rows)):
-            inputs = batch.rows(micro)
-            out = self._policy_pass(inputs, normalizer, beta, batch.group_size(micro))
-            loss = loss + out["loss"]
-            sums.add_pass(inputs, out, first_epoch)
-        return loss
-
-    def _optimizer_step(self, sums: UpdateSums, loss: torch.Tensor) -> None:
-        grad_norm = self._clip_gradients().float()
-        finite = torch.isfinite(loss) & torch.isfinite(grad_norm)
-        self._step_if(finite)
-        sums.add_step(loss, grad_norm, finite)
-
-    def _start_early_update(self, step: int, problems: list[Problem], rows: list[int],
-                            scores: StepScores) -> EarlyUpdate:
-        """Queue, on the update stream, the reference log-probs and the forward and backward of `rows`
-        (whole groups, finished and scored while the others still generate)."""
-        g = self.cfg.grpo
-        rewards = torch.tensor([scores.results[row].total for row in rows], dtype=torch.float32)
-        prompts = {problems[row].prompt_text: problems[row] for row in rows}  # a group's rows share one
-        encoded = {text: prompt_ids(self.tokenizer, problem) for text, problem in prompts.items()}
-        batch = Batch.from_token_lists([encoded[problems[row].prompt_text] for row in rows],
-                                       [scores.completions[row] for row in rows], self.tokenizer.pad_id)
-        batch.advantages = group_advantages(rewards, g.group_size, g.scale_rewards, g.advantage_std).values
-        with torch.cuda.stream(self.update_stream) if self.update_stream else contextlib.nullcontext():
-            # No host sync from here on: the decode loop needs the host while this part waits its turn.
-            batch = batch.to(self.device)
-            sums = UpdateSums.zeros(self.device)
-            self._zero_grad()
-            with torch.no_grad():
-                self._queue_logprobs(batch)
-            normalizer = LossNormalizer.for_batch(g.loss_type, batch.mask, self._max_length)
-            with torch.enable_grad():  # the decoder calls this hook under no_grad
-                loss = self._backward(sums, batch, torch.arange(len(batch)), normalizer, self.kl.beta(step),
-                                      first_epoch=True)
-        return EarlyUpdate(rows, normalizer, loss, sums)
-
-    def _first_finished_half(self, scores: StepScores) -> list[int]:
-        """The rows of the first half of the step's groups to finish, once that many have ([] before)."""
-        G = self.cfg.grpo.group_size
-        half = len(scores.problems) // G // 2
-        done = scores.finished_groups(G)
-        return [row for g in done[:half] for row in range(g * G, (g + 1) * G)] if half and len(done) >= half else []
-
-    @property
-    def _overlaps_update(self) -> bool:
-        """Whether groups that finish first may be trained while the rest generate: one optimizer step
-        per batch, and advantages that depend only on a group's own rewards."""
-        g = self.cfg.grpo
-        return (g.overlap_update and not self._reuses_batch and self.reward_norm is None
-                and g.scale_rewards != "batch")
-
-    @property
-    def _max_length(self) -> int:
-        return max(self.max_new_tokens.values())
+                mb_mask = batch.mask[minibatch.to(self.device)]
+                normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
+                self._zero_grad()
+                loss_value = zero  # summed on the device: no sync per micro-batch
+                micro = g.micro_batch_size or len(minibatch)
+                for rows in minibatch.split(micro):
+                    inputs = batch.rows(rows)
+                    rows_here = rows.to(self.device)  # before the pass is queued: this copy waits for the GPU
+                    out = self._policy_pass(inputs, normalizer, beta, batch.group_size(rows))
+                    loss_value = loss_value + out["loss"]
+                    if epoch == 0:
+                        if batch.old_logp is None and sampling_logp is not None:
+                            sampling_logp[rows_here] = out["logp"]
+                        sums["entropy"] = sums["entropy"] + (out["entropy"] * inputs["mask"]).sum()
+                    mb_tokens = inputs["mask"].sum()
+                    for key in ("clip_low", "clip_high", "clip_region"):
+                        sums[key] = sums[key] + out[key] * mb_tokens
+                grad_norm = self._clip_gradients().float()
+                finite = torch.isfinite(loss_value) & torch.isfinite(grad_norm)
+                self._step_if(finite)
+                sums["loss"] = sums["loss"] + torch.where(finite, loss_value, 0.0)
+                sums["grad_norm"] = sums["grad_norm"] + torch.where(finite, grad_norm, 0.0)
+                sums["updates"] = sums["updates"] + finite.float()
+                minibatches += 1
+        tokens = batch.mask.sum().clamp(min=1)
+        result = {
+            "loss": sums["loss"] / sums["updates"],  # nan when every minibatch was skipped
+            "grad_norm": sums["grad_norm"] / sums["updates"],
+            "learning_rate": lr,
+            "entropy": sums["entropy"] / tokens,
+            **{f"clip_ratio/{side}_mean": sums[f"clip_{side}"] / (tokens * g.num_iterations)
+               for side in ("low", "high", "region")},
+            "nonfinite": minibatches - sums["updates"],
+        }
+        if batch.ref_logp is not None:
+            k3 = kl_per_token(sampling_logp, batch.ref_logp.float(), "k3")
+            result["kl"] = (k3 * batch.mask).sum() / tokens
+        return result
 
     def _step_if(self, finite: torch.Tensor) -> None:
         """The optimizer step, skipped unless `finite`. Fused optimizers (the default AdamW) read the

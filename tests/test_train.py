@@ -16,7 +16,6 @@ from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.tasks import perfect_completion
-from rookworld.model.fast_sampling import StaticDecoder
 from rookworld.model.sampling import Generation
 from rookworld.rollout import Rollout
 from rookworld.scoring import StepScores
@@ -202,50 +201,3 @@ def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_pat
     assert len(lines) == 1, proc.stderr
     assert "jrahn/RookWorld-LM-124M" in lines[0] and "model.path" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
-
-
-CUDA = pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU"))
-
-
-@pytest.mark.parametrize("device", ["cpu", CUDA])
-@pytest.mark.parametrize("loss_type", ["grpo", "token_mean"])
-def test_update_overlapped_with_generation_equals_the_update_after_it(tmp_path, loss_type, device):
-    """The groups that finish first are back-propagated while the others generate (normalised over
-    their own rows, then scaled to their share): the step's update is the one computed afterwards.
-    On CUDA the early part runs on its own stream beside the decode's graphs, in float32."""
-    results = {}
-    for overlap in (False, True):
-        trainer = make_trainer(tmp_path / str(overlap), "prompts_per_step=4", "task_mix=env_only", "kl=fixed",
-                               "kl.coef=0.1", f"grpo.loss_type={loss_type}", f"grpo.overlap_update={overlap}",
-                               f"device={device}", "model.dtype=float32")
-        trainer.decoder = StaticDecoder(trainer.policy, check_every=4)  # reports rows as they stop (on the CPU too)
-        with torch.no_grad():
-            trainer.reference.ln_f.bias.add_(0.05)  # a reference that differs: the KL term has a gradient
-        metrics, _ = trainer.train_step(0)
-        results[overlap] = metrics, torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
-    (plain, plain_grad), (overlapped, overlapped_grad) = results[False], results[True]
-    assert plain["update/early_rows"] == 0.0 and overlapped["update/early_rows"] == 0.5
-    assert overlapped["completions/num_tokens"] == plain["completions/num_tokens"]  # the same completions
-    rel = 1e-5 if device == "cpu" else 1e-4
-    for key in ("loss", "kl", "entropy", "grad_norm", "clip_ratio/region_mean"):
-        assert overlapped[key] == pytest.approx(plain[key], rel=rel, abs=1e-7), key  # loss: a sum of +-A terms
-    assert plain["grad_norm"] > 0
-    # the step's clipped gradients (AdamW's first step moves every weight by about the learning rate,
-    # whatever its gradient: the weights would hide a wrong scale and show rounding noise)
-    torch.testing.assert_close(overlapped_grad, plain_grad, rtol=rel, atol=rel * plain_grad.abs().max().item())
-
-
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
-def test_overlapped_updates_replay_their_graphs_step_after_step(tmp_path):
-    """The early part's passes run inside generation's autocast region (bf16 here): each graph must
-    hold its own weight casts, or a replay in a later step reads freed memory."""
-    trainer = make_trainer(tmp_path, "prompts_per_step=4", "task_mix=env_only", "kl=fixed", "device=cuda")
-    trainer.decoder = StaticDecoder(trainer.policy, check_every=4)
-    overlapped = 0
-    for step in range(5):
-        metrics, nonfinite = trainer.train_step(step)
-        assert not nonfinite and math.isfinite(metrics["loss"])
-        overlapped += metrics["update/early_rows"] > 0
-    torch.cuda.synchronize()
-    assert overlapped >= 3
-    assert all(torch.isfinite(p).all() for p in trainer.policy.parameters())

@@ -13,9 +13,7 @@ TRL's loss_type names; TRL calls `token_mean` `dapo`, and `bnpo` on one process)
 
 The trainer builds one `LossNormalizer` per minibatch (one optimizer step) from that minibatch's
 own rows: its micro-batches add up to the minibatch loss whatever the micro-batch size, and each
-minibatch is normalised on its own, not over the whole generation batch. A part of a minibatch whose
-backward ran before the rest was known (the rows that finished generating first) is normalised over
-its own rows, then scaled by `share_of` the whole minibatch: the sum is the same loss either way.
+minibatch is normalised on its own, not over the whole generation batch.
 """
 from __future__ import annotations
 
@@ -38,18 +36,6 @@ class LossNormalizer:
         if loss_type not in LOSS_TYPES:
             raise ValueError(f"grpo.loss_type={loss_type!r}: expected one of {LOSS_TYPES}")
         return cls(loss_type, mask.shape[0], mask.sum().clamp(min=1), max_completion_length)
-
-    def joined(self, other: LossNormalizer) -> LossNormalizer:
-        """The normaliser of this part's rows and `other`'s together."""
-        return LossNormalizer(self.loss_type, self.num_sequences + other.num_sequences,
-                              self.num_tokens + other.num_tokens, self.max_completion_length)
-
-    def share_of(self, whole: LossNormalizer) -> torch.Tensor | float:
-        """The factor that turns a loss normalised over this part's rows into its share of the loss
-        normalised over `whole` (rows of which these are a part)."""
-        if self.loss_type == "token_mean":
-            return self.num_tokens / whole.num_tokens
-        return self.num_sequences / whole.num_sequences
 
     def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         masked = per_token * mask

@@ -21,12 +21,6 @@ All graphs of a `ShapeGraphs` (and any that share its `pool`) share one memory p
 temporaries are dead when it ends, so the pool holds about one pass's activations, not one per shape.
 A replay's outputs live in that pool too; `__call__` returns copies, so they stay valid.
 
-Autocast keeps its casts of the weights until its outermost region ends. A pass called inside an
-enclosing autocast region (the trainer's early update runs in the decoder's hook, inside
-generation's) would capture a cast that an earlier run made and that is freed when that region ends
-(an illegal memory access at a later replay): the cache is cleared before and after each eager run
-and each capture, so every graph holds its own casts.
-
 Gradients: a backward inside a graph adds into each parameter's `.grad` in place, so every `.grad`
 must exist before the first capture (`ensure_grads`) and be zeroed in place afterwards, never set to
 None (`zero_grad(set_to_none=False)`).
@@ -88,11 +82,8 @@ class ShapeGraphs:
                tuple((name, tuple(t.shape), t.dtype) for name, t in sorted(inputs.items())))
         if key not in self.graphs:
             first = self.captures == 0
-            torch.clear_autocast_cache()
             outputs = self._eager(inputs, static) if first else None
-            torch.clear_autocast_cache()
             self.graphs[key] = self._capture(inputs, static)
-            torch.clear_autocast_cache()
             self.captures += 1
             if first:
                 return outputs
