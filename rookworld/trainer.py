@@ -90,31 +90,38 @@ class Batch:
                    completion_ids=gen.input_ids[:, P:], completion_positions=gen.position_ids[:, P:],
                    mask=gen.completion_mask.float(), advantages=advantages)
 
+    def layout(self, index: torch.Tensor) -> tuple[list[int], list[int], int]:
+        """The prompt layout of rows `index`, the one source for `rows` and `group_size`: the rows'
+        distinct prompts in order of first appearance, each row's place in that list, and G when the
+        rows are whole groups of G rows one after the other (group = [0]*G + [1]*G + ...: the shared
+        prompt is broadcast, GPT.completion_hidden runs faster), else 0 (each row gathers its prompt)."""
+        row_prompts = [self.groups[row] for row in index.tolist()]
+        prompts = list(dict.fromkeys(row_prompts))
+        place = {prompt: i for i, prompt in enumerate(prompts)}
+        group = [place[prompt] for prompt in row_prompts]
+        size = len(group) // len(prompts)
+        regular = group == [row // size for row in range(len(group))]
+        return prompts, group, size if regular else 0
+
     def group_size(self, index: torch.Tensor) -> int:
-        """G when rows `index` are whole groups of G rows, one after the other (the usual GRPO batch;
-        GPT.completion_hidden then runs faster), else 0."""
-        groups = [self.groups[row] for row in index.tolist()]
-        distinct = list(dict.fromkeys(groups))
-        size = len(groups) // len(distinct)
-        return size if groups == [g for g in distinct for _ in range(size)] else 0
+        """G of `layout`: rows `index` are whole groups of G rows one after the other, else 0."""
+        return self.layout(index)[2]
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
-        """The model inputs and loss tensors of rows `index` (a CPU index) with their prompts only;
-        ref_logp / old_logp when present."""
-        picked = index.tolist()
-        prompts = sorted({self.groups[row] for row in picked})
-        renumber = {prompt: i for i, prompt in enumerate(prompts)}
+        """The model inputs and loss tensors of rows `index` (a CPU index) with their prompts only, laid
+        out as `layout` says; ref_logp / old_logp when present."""
+        prompts, group, _ = self.layout(index)
         device = self.mask.device
-        group = torch.tensor([renumber[self.groups[row]] for row in picked], device=device)
         per_row = dict(completion_ids=self.completion_ids, completion_positions=self.completion_positions,
                        mask=self.mask, advantages=self.advantages, ref_logp=self.ref_logp, old_logp=self.old_logp)
         per_prompt = dict(prompt_ids=self.prompt_ids, prompt_mask=self.prompt_mask,
                           prompt_positions=self.prompt_positions)
-        everything = picked == list(range(len(self.groups))) and prompts == list(range(self.prompt_ids.shape[0]))
+        picked = {"group": torch.tensor(group, device=device)}
+        everything = index.tolist() == list(range(len(self.groups))) and prompts == list(range(self.prompt_ids.shape[0]))
         if everything:  # the usual case: no copies
-            return {"group": group, **per_prompt, **{k: t for k, t in per_row.items() if t is not None}}
+            return {**picked, **per_prompt, **{k: t for k, t in per_row.items() if t is not None}}
         rows, prompt_rows = index.to(device), torch.tensor(prompts, device=device)
-        return {"group": group, **{k: t[prompt_rows] for k, t in per_prompt.items()},
+        return {**picked, **{k: t[prompt_rows] for k, t in per_prompt.items()},
                 **{k: t[rows] for k, t in per_row.items() if t is not None}}
 
 

@@ -151,6 +151,8 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
         cfg = compose("bench", overrides=overrides)
     results = run(cfg)
     assert results["self_check"]["ok"]
+    shuffled = results["self_check"]["shuffled_micro_batches"]
+    assert shuffled["ok"] and shuffled["fast_path_subsets"] > 0 and shuffled["max_logprob_diff"] < 1e-4
     assert results["fast"]["summary"]["tokens_per_step"] == 4 * 6  # full length: every row runs to its cap
     assert results["trials"]["errors"] == []
     assert "update" in format_report(results)

@@ -12,6 +12,11 @@
 - CUDA graphs of the update (grpo.cuda_graphs): on a sampled batch, the replayed forward + backward
   (padded to the graph buckets) vs the eager one on the unpadded batch: loss and gradient
   differences; two replays must give the identical loss and gradients equal to rounding.
+- Shuffled micro-batches: the rows of a sampled batch in a shuffled order, in micro-batches of
+  several sizes (and whole groups in reversed group order, the shared-prompt fast path), through the
+  trainer's log-prob pass (CUDA graphs when on) against the same pass over the whole batch: every
+  completion must be scored against its own prompt. A row scored against another row's prompt moves
+  its log-probs by nats; the same rows in another batch shape differ by bf16 rounding only.
 """
 from __future__ import annotations
 
@@ -59,10 +64,13 @@ def self_check(trainer) -> dict:
             results["fused_logprobs"] = compare_losses(trainer, graphs)
         if trainer.policy_graphs is not None:
             results["graphed_update"] = compare_graphed_update(trainer, graphs)
+    sampled_batch = graphs if device.type == "cuda" else fast
+    results["shuffled_micro_batches"] = compare_shuffled_micro_batches(trainer, sampled_batch)
     results["ok"] = all(results[k]["identical_rows"] == len(rows) for k in
                         ("fp32_greedy", "fp32_sampled", "bf16_graph_vs_eager_sampled") if k in results)
-    if "graphed_update" in results:
-        results["ok"] = results["ok"] and results["graphed_update"]["ok"]
+    for check in ("graphed_update", "shuffled_micro_batches"):
+        if check in results:
+            results["ok"] = results["ok"] and results[check]["ok"]
     return results
 
 
@@ -162,6 +170,34 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
     result["ok"] = (result["replays_same_loss"] and result["replays_grad_cosine"] > 0.99999
                     and result["loss_rel_diff"] < 1e-2 and result["grad_cosine"] > 0.999)
     return result
+
+
+SUBSET_LOGPROB_TOLERANCE = 0.1  # nats: bf16 rounding of another batch shape; a wrong prompt moves nats
+
+
+def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:
+    """Log-probs of row subsets (a shuffled order in micro-batches of 1, 2, 3 and half the rows; whole
+    groups in reversed order) against the whole batch's, both through the trainer's no-grad pass."""
+    with torch.no_grad():
+        batch = trainer._make_batch(gen)
+        everything = torch.arange(len(batch.groups))
+        whole = trainer._no_grad_logprobs("policy", batch.rows(everything), batch.group_size(everything))
+        shuffled = torch.randperm(len(everything), generator=torch.Generator().manual_seed(SEED))
+        size = trainer.cfg.grpo.group_size
+        reversed_groups = everything.view(-1, size).flip(0).flatten()
+        subsets = [part for micro in (1, 2, 3, len(everything) // 2) for part in shuffled.split(micro)]
+        subsets += list(reversed_groups.split(2 * size))
+        worst, fast_path = 0.0, 0
+        for index in subsets:
+            group_size = batch.group_size(index)
+            fast_path += group_size > 0
+            logp = trainer._no_grad_logprobs("policy", batch.rows(index), group_size)
+            mask = batch.mask[index.to(trainer.device)] > 0
+            worst = max(worst, float((logp - whole[index.to(trainer.device)]).abs()[mask].max()))
+    if trainer.logprob_graphs is not None:
+        trainer.logprob_graphs.close()  # the subsets' shapes are not the run's: capture those anew
+    return {"subsets": len(subsets), "fast_path_subsets": fast_path, "max_logprob_diff": worst,
+            "tolerance": SUBSET_LOGPROB_TOLERANCE, "ok": worst <= SUBSET_LOGPROB_TOLERANCE}
 
 
 def cosine(a: torch.Tensor, b: torch.Tensor) -> float:
