@@ -21,7 +21,10 @@ from optuna.trial import TrialState
 import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from rookworld.config import ConfigError
 from rookworld.sweep.gpus import worker_gpus
+from rookworld.sweep.clock import StorageClock
+from rookworld.sweep.host import host_id
 from rookworld.sweep.pruning import OptunaPruningHook, build_pruner
+from rookworld.sweep.storage_url import default_timeouts
 from rookworld.sweep.study import (
     FAIL_REASON_ATTR,
     OWNER_ATTR,
@@ -98,7 +101,7 @@ def test_bad_pruner_configs_fail_in_one_line() -> None:
 
 def make_study(tmp_path: Path, name: str = "unit") -> tuple[optuna.Study, optuna.storages.BaseStorage, str]:
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    storage = open_storage(url, str(tmp_path))
+    storage = open_storage(url, str(tmp_path), default_timeouts())
     return optuna.create_study(study_name=name, storage=storage, direction="maximize"), storage, url
 
 
@@ -173,10 +176,8 @@ def stamp(storage: Any, study: optuna.Study, number: int, host: str, pid: int, a
 
 
 def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> None:
-    import socket
-
-    study, storage, _ = make_study(tmp_path)
-    host = socket.gethostname()
+    study, storage, url = make_study(tmp_path)
+    host = host_id()
     finished = ask_numbered(study, x=0.1)
     study.tell(finished, 0.5)
     killed = ask_numbered(study, x=0.2)          # its sweeper process is gone
@@ -189,7 +190,7 @@ def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> 
     stamp(storage, study, retried_before.number, host, dead_pid(), age_s=1)
     storage.set_trial_user_attr(trial_id(storage, "unit", retried_before.number), "rookworld:retries", 1)
 
-    stale = resolve_stale_trials(study, storage, grace_s=300, retries=1)
+    stale = resolve_stale_trials(study, storage, grace_s=300, retries=1, clock=StorageClock(url, str(tmp_path)))
 
     assert [(s.number, s.retried) for s in stale] == [(1, True), (2, True), (4, False)]
     trials = study.trials
@@ -205,9 +206,10 @@ def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> 
 
 
 def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> None:
-    study, storage, _ = make_study(tmp_path)
+    study, storage, url = make_study(tmp_path)
+    clock = StorageClock(url, str(tmp_path))
     running, pruned = ask_numbered(study), ask_numbered(study)
-    heartbeat = Heartbeat(storage, interval_s=60)
+    heartbeat = Heartbeat(storage, interval_s=60, clock=clock)
     for trial in (running, pruned):
         heartbeat.own(trial_id(storage, "unit", trial.number))
     first = study.trials[running.number].system_attrs[OWNER_ATTR]
@@ -221,7 +223,7 @@ def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> No
     def stamp() -> float:
         return study.trials[running.number].system_attrs[OWNER_ATTR]["heartbeat"]
 
-    live = Heartbeat(storage, interval_s=0.05)
+    live = Heartbeat(storage, interval_s=0.05, clock=clock)
     live.own(trial_id(storage, "unit", running.number))
     owned_at = stamp()
     with live:  # its thread stamps the running trial again and again, unasked
@@ -241,7 +243,7 @@ def test_a_missing_database_driver_is_named(tmp_path: Path) -> None:
     from rookworld.sweep.study import MissingDriverError, open_storage
 
     with pytest.raises(MissingDriverError, match=r"the database driver module 'psycopg' is not installed"):
-        open_storage("postgresql+psycopg://u@127.0.0.1:1/optuna", str(tmp_path))
+        open_storage("postgresql+psycopg://u@127.0.0.1:1/optuna", str(tmp_path), default_timeouts())
 
 
 def test_summarise_rejects_a_bad_storage_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -256,7 +258,8 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     base = {"sampler": OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "seed": 0}),
             "direction": "maximize", "storage": "journal:x.journal", "study_name": "s", "n_trials": 4, "n_jobs": 2,
             "max_failure_rate": 0.0, "params": None, "stale_retries": 1, "heartbeat_interval_s": 30,
-            "grace_period_s": 300, "validate": None}
+            "grace_period_s": 300, "validate": None, "max_worker_restarts": 4, "connect_timeout_s": 10,
+            "statement_timeout_s": 120, "lock_wait_s": 600, "lock_lease_s": 60}
     return {**base, **changes}
 
 
