@@ -30,6 +30,7 @@ from rookworld.config import require
 CONTROL = "nvidia-cuda-mps-control"
 MODES = ("auto", "on", "off")
 CONTROL_TIMEOUT_S = 30  # one command to the control daemon
+KEEPER_READY = b"ready\n"  # the keeper's line once it waits for the signal to stop the daemon
 
 
 class MpsUnavailable(RuntimeError):
@@ -95,7 +96,13 @@ class MpsDaemon:
             shutil.rmtree(pipe_dir, ignore_errors=True)
             reason = " ".join((answer.stderr or answer.stdout).split()) or f"exit code {answer.returncode}"
             raise MpsUnavailable(f"{CONTROL}: {reason}")
-        keeper = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.mps_keeper", pipe_dir, str(log_dir), str(os.getpid())])
+        keeper = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.mps_keeper", pipe_dir, str(log_dir),
+                                   str(os.getpid())], stdout=subprocess.PIPE)
+        assert keeper.stdout is not None
+        if keeper.stdout.readline() != KEEPER_READY:  # it died before it could stop the daemon
+            control("quit", pipe_dir, str(log_dir))
+            shutil.rmtree(pipe_dir, ignore_errors=True)
+            raise MpsUnavailable(f"its keeper process exited with code {keeper.wait()}")
         return cls(pipe_dir, str(log_dir), keeper)
 
     def env(self) -> dict[str, str]:

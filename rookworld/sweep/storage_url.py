@@ -21,7 +21,7 @@ SWEEPER_CONFIG = CONF_DIR / "hydra" / "sweeper" / "rookworld_optuna.yaml"
 JOURNAL_PREFIX = "journal:"
 SQLITE_PREFIX = "sqlite:///"
 POSTGRES_DRIVER = "psycopg2"  # `pip install 'rookworld[postgresql]'` (psycopg2-binary)
-_PASSWORD = re.compile(r"^(?P<head>[\w+.-]+://[^:/@]*:)(?P<password>[^@]*)@")
+_PASSWORD = re.compile(r"^(?P<head>[\w+.-]+://[^:/@]*:)(?P<password>.*)@(?=[^@]*$)")  # up to the last @
 MASK = "***"
 
 
