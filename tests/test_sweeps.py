@@ -339,3 +339,16 @@ def test_log_swept_parameters_get_log_axes() -> None:
     summary = SweepSummary("p", "s", "maximize", runs, ("kl.coef", "optimizer.lr"), log_scale=("optimizer.lr",))
     figure = outcome_vs_params_figure(summary)
     assert {axes.get_xlabel(): axes.get_xscale() for axes in figure.axes} == {"kl.coef": "linear", "optimizer.lr": "log"}
+
+
+def test_summarise_with_a_missing_tracking_store_is_one_line_and_creates_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rookworld.sweep.summarise import main as summarise
+
+    journal = f"journal:{tmp_path / 's.journal'}"
+    optuna.create_study(study_name="s", storage=open_storage(journal, str(tmp_path), default_timeouts()))
+    missing = tmp_path / "nowhere" / "mlflow.db"
+    assert summarise(["--study", "s", "--storage", journal, "--tracking-uri", f"sqlite:///{missing}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rookworld: error: --tracking-uri sqlite:///{missing}: no MLflow store at {missing} (or --no-mlflow)\n"
+    assert not missing.exists() and not missing.parent.exists()

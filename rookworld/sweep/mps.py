@@ -8,7 +8,8 @@ the user runs already (CUDA_MPS_PIPE_DIRECTORY set) is used as it is.
 The launch starts a private MPS control daemon (`nvidia-cuda-mps-control -d`) with its own pipe
 folder (a short path under the temp folder: the pipe is a Unix socket) and log folder
 (`<launch>/.sweep/mps_log`), and gives its workers CUDA_MPS_PIPE_DIRECTORY and
-CUDA_MPS_LOG_DIRECTORY. A keeper process (`python -m rookworld.sweep.mps_keeper PIPE LOG PID`) stops the
+CUDA_MPS_LOG_DIRECTORY. The daemon starts without CUDA_VISIBLE_DEVICES, so that it sees every GPU
+and a worker's CUDA_VISIBLE_DEVICES (its GPU's id) names the same GPU under it. A keeper process (`python -m rookworld.sweep.mps_keeper PIPE LOG PID`) stops the
 daemon (`quit`) and removes the pipe folder when the launch ends, however it ends: the launch stops
 the keeper at its end, and the kernel signals the keeper when the launch dies (PR_SET_PDEATHSIG),
 even by SIGKILL.
@@ -71,7 +72,7 @@ class MpsDaemon:
         if mode == "off" or not shares_a_gpu(gpus) or os.environ.get("CUDA_MPS_PIPE_DIRECTORY"):
             return None
         try:
-            return cls.start(sorted({g for g in gpus if g is not None}), control_dir)
+            return cls.start(control_dir)
         except MpsUnavailable as error:
             if mode == "on":
                 raise
@@ -82,13 +83,14 @@ class MpsDaemon:
             return None
 
     @classmethod
-    def start(cls, gpus: list[str], control_dir: Path) -> MpsDaemon:
+    def start(cls, control_dir: Path) -> MpsDaemon:
         if shutil.which(CONTROL) is None:
             raise MpsUnavailable(f"no {CONTROL} on PATH")
         pipe_dir = tempfile.mkdtemp(prefix="rookworld-mps-")
         log_dir = control_dir / "mps_log"
         log_dir.mkdir(exist_ok=True)
-        env = {**control_env(pipe_dir, str(log_dir)), "CUDA_VISIBLE_DEVICES": ",".join(gpus)}
+        env = control_env(pipe_dir, str(log_dir))
+        env.pop("CUDA_VISIBLE_DEVICES", None)  # the daemon sees every GPU: each worker's own id means the same there
         started = subprocess.run([CONTROL, "-d"], env=env, capture_output=True, text=True, timeout=CONTROL_TIMEOUT_S)
         answer = control("get_server_list", pipe_dir, str(log_dir)) if started.returncode == 0 else started
         if answer.returncode != 0:
