@@ -73,7 +73,7 @@ class Launch:
             raise UserError(str(error)) from error
         url = settings.storage
         storage = open_study_storage(settings, base_dir)
-        tracking = open_tracking(config, base_dir)  # a fresh store's migrations: before, not under, the lock
+        tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
         check_direction(settings, storage)
         launch_dir = make_launch_dir(absolute_path(str(config.hydra.sweep.dir), base_dir))
         launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
@@ -248,9 +248,10 @@ class Launch:
     def summarise_onto_parent(self, study: Any) -> None:
         from rookworld.sweep.mlflow_parent import finish_study_parent
         from rookworld.sweep.summary import fetch_study_runs, study_markdown, summarise_study
+        from rookworld.tracking import TrackingSettings, open_store
 
         assert self.parent is not None
-        client, _ = open_tracking(self.spec.config, self.spec.base_dir)
+        client = open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
         top_k = int(self.spec.config.tracking.summary_top_k)
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
         print(study_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
@@ -354,16 +355,19 @@ def open_study_storage(settings: SweepSettings, base_dir: str) -> Any:
                         f"({redacted(one_line(error), settings.storage)})") from error
 
 
-def open_tracking(config: DictConfig, base_dir: str) -> tuple[Any, Any] | None:
-    """(client, settings) of the MLflow store, opened (a fresh one created); None when tracking is off."""
+def open_tracking(config: DictConfig, settings: SweepSettings, base_dir: str) -> tuple[Any, Any] | None:
+    """(client, settings) of the MLflow store, opened; None when tracking is off. A fresh store is created (its
+    migrations run) under a lock of its own, not the study's: launches started at once do not race on it."""
+    from rookworld.sweep.lock import storage_lock
     from rookworld.sweep.mlflow_parent import tracking_enabled
     from rookworld.tracking import TrackingSettings, open_store
 
     if not tracking_enabled(config):
         return None
     try:
-        settings = TrackingSettings.from_config(config.tracking, base_dir)
-        return open_store(settings), settings
+        tracking = TrackingSettings.from_config(config.tracking, base_dir)
+        with storage_lock(settings.storage, base_dir, "tracking-store", settings.timeouts):
+            return open_store(tracking), tracking
     except Exception as error:  # the tracking store: unreachable, unwritable, a bad URI
         raise UserError(f"tracking.uri={config.tracking.uri!r}: cannot open the tracking store for the sweep's MLflow "
                         f"parent run ({one_line(error)})") from error
