@@ -493,3 +493,25 @@ def test_no_password_appears_in_any_output_or_file_of_a_launch(tmp_path: Path, p
     assert specs and all(path.stat().st_mode & 0o777 == 0o600 for path in specs)
     study = optuna.load_study(study_name="masked", storage=open_storage(url, "/", default_timeouts()))
     assert [t.state for t in study.trials] == [TrialState.COMPLETE]
+
+
+# ---------------------------------------------------------------- bad input leaves nothing behind
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("override", "message"), [
+    ("tracking.uri=http://127.0.0.1:9", "tracking.uri='http://127.0.0.1:9': cannot open the tracking store"),
+    ("hydra.sweeper.direction=minimize", "hydra.sweeper.direction='minimize': study 'smoke' exists with direction "
+                                         "maximize (another study_name starts a new one)"),
+])
+def test_a_tracking_store_down_or_a_direction_clash_is_one_line_and_leaves_no_launch_folder(
+        tmp_path: Path, override: str, message: str) -> None:
+    journal = f"journal:{tmp_path}/outputs/optuna/smoke.journal"
+    optuna.create_study(study_name="smoke", storage=open_storage(journal, str(tmp_path), default_timeouts()),
+                        direction="maximize")
+    result = subprocess.run(sweep_command(override), cwd=tmp_path, env=subprocess_env(), capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.startswith(f"rookworld: error: {message}") and result.stderr.count("\n") == 1, result.stderr
+    assert not (tmp_path / "outputs" / "sweeps").exists() and mlflow_runs(tmp_path) == []
+    assert load_study(journal).trials == []

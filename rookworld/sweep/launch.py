@@ -73,8 +73,8 @@ class Launch:
             raise UserError(str(error)) from error
         url = settings.storage
         storage = open_study_storage(settings, base_dir)
-        tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
         check_direction(settings, storage)
+        tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
         launch_dir = make_launch_dir(absolute_path(str(config.hydra.sweep.dir), base_dir))
         launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
         if parent is not None:

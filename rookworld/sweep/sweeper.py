@@ -57,14 +57,26 @@ class RookworldOptunaSweeper(Sweeper):
 
     def sweep(self, arguments: list[str]) -> None:
         from rookworld.sweep.launch import Launch, UserError
+        from rookworld.sweep.lock import StorageFault
+        from rookworld.sweep.mps import MpsUnavailable
 
         try:
             launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
-        except UserError as error:
-            print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
+            code = launch.run_workers()
+            launch.finish()
+        except (UserError, MpsUnavailable) as error:
+            print(f"rookworld: error: {_hint(error)}", file=sys.stderr, flush=True)
             sys.exit(2)
-        code = launch.run_workers()
-        launch.finish()
+        except StorageFault as error:
+            print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
+            sys.exit(1)
         if code:
             sys.exit(code)
+
+
+def _hint(error: Exception) -> str:
+    from rookworld.sweep.mps import MpsUnavailable
+
+    return f"trial.mps=on: CUDA MPS unavailable ({error}); trial.mps=auto falls back to time slicing" \
+        if isinstance(error, MpsUnavailable) else str(error)
 
