@@ -352,3 +352,36 @@ def test_summarise_with_a_missing_tracking_store_is_one_line_and_creates_none(
     err = capsys.readouterr().err
     assert err == f"rookworld: error: --tracking-uri sqlite:///{missing}: no MLflow store at {missing} (or --no-mlflow)\n"
     assert not missing.exists() and not missing.parent.exists()
+
+
+def test_plots_keep_the_running_best_label_whole_steps_distinct_curves_and_clean_log_axes(tmp_path: Path) -> None:
+    from matplotlib.ticker import NullFormatter
+    from mlflow import MlflowClient
+
+    from rookworld.sweep.summary import (SweepSummary, TrialResult, optimisation_history_figure,
+                                         outcome_vs_params_figure, reward_curves_figure)
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("plots")
+    runs = []
+    for i, lr in enumerate([2e-6, 3e-6, 5e-6]):
+        run = client.create_run(experiment).info.run_id
+        for step in range(5):
+            client.log_metric(run, "reward", 0.1 * step, step=step)  # the same curve for every trial
+        runs.append(TrialResult(run, i, "success", "", "FINISHED", 0.1 * i, {"optimizer.lr": str(lr)}, 0))
+    summary = SweepSummary("p", "s", "maximize", tuple(runs), ("optimizer.lr",), log_scale=("optimizer.lr",))
+
+    history = optimisation_history_figure(summary)
+    assert [t.get_text() for t in history.axes[0].get_legend().get_texts()] == ["running best", "success"]
+
+    curves = reward_curves_figure(client, summary, top_k=3)
+    curves.canvas.draw()
+    axes = curves.axes[0]
+    assert all(float(x).is_integer() for x in axes.get_xticks())  # steps: no tick at 1.25
+    assert len({(line.get_linestyle(), line.get_marker()) for line in axes.get_lines()}) == 3  # none hidden
+
+    params = outcome_vs_params_figure(summary)
+    params.canvas.draw()
+    axis = params.axes[0].xaxis
+    assert isinstance(axis.get_minor_formatter(), NullFormatter)
+    assert not [label for label in axis.get_ticklabels(minor=True) if label.get_text()]
