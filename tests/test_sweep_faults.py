@@ -349,6 +349,22 @@ def test_passwords_are_masked_in_urls_and_messages() -> None:
     assert redacted('connection to "s3cr@t!" failed', url) == 'connection to "***" failed'
 
 
+def test_summarise_masks_the_storage_password(capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("psycopg2", reason="the PostgreSQL driver: pip install 'rookworld[postgresql]'")
+    from rookworld.sweep.summarise import main as summarise
+
+    port = socket.socket()
+    port.bind(("127.0.0.1", 0))  # bound, not listening: the connection is refused at once
+    try:
+        url = f"postgresql://rookworld:hunter2@127.0.0.1:{port.getsockname()[1]}/optuna"
+        assert summarise(["--study", "s", "--storage", url]) == 2
+    finally:
+        port.close()
+    err = capsys.readouterr().err
+    assert err.startswith(f"rookworld: error: cannot open Optuna storage {masked(url)} (") and err.count("\n") == 1
+    assert "hunter2" not in err
+
+
 # ---------------------------------------------------------------- MPS
 
 
