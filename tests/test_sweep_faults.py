@@ -137,6 +137,41 @@ def test_a_full_disk_fails_the_write_in_one_line_and_leaves_the_journal_readable
     resumed.optimize(lambda t: t.suggest_float("x", 0, 1), n_trials=1)
 
 
+def fill_last_page(study: optuna.Study, path: Path, page: int = 4096) -> None:
+    """Pad the journal with a study user attr to a whole number of pages: its next record needs a new page."""
+    size = path.stat().st_size
+    study.set_user_attr("padding", "")
+    empty = path.stat().st_size - size
+    room = -path.stat().st_size % page
+    study.set_user_attr("padding", "x" * (room - empty if room >= empty else room + page - empty))
+    assert path.stat().st_size % page == 0
+
+
+@pytest.mark.slow
+def test_a_sweep_on_a_full_disk_ends_in_one_line_and_leaves_its_journal_readable(tiny_disk: Path,
+                                                                                tmp_path: Path) -> None:
+    path = tiny_disk / "smoke.journal"
+    url = f"journal:{path}"
+    finished = optuna.create_study(study_name="smoke", storage=open_storage(url, str(tiny_disk), default_timeouts()),
+                                   direction="maximize")
+    finished.enqueue_trial({"optimizer.lr": 1e-4})
+    fill_last_page(finished, path)
+    with open(tiny_disk / "filler", "wb", buffering=0) as handle:  # no page left
+        try:
+            while True:
+                handle.write(b"x" * 4096)
+        except OSError:
+            pass
+    before = path.read_bytes()
+    result = subprocess.run(sweep_command(f"hydra.sweeper.storage={url}"), cwd=tmp_path, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 1, result.stderr[-3000:]
+    ours = [line for line in result.stderr.splitlines() if " INFO mlflow." not in line]  # a fresh store's notes
+    assert len(ours) == 1 and ours[0].startswith(f"rookworld: error: cannot write the journal {path} (No space left "
+                                                 "on device): the write was undone"), result.stderr
+    assert path.read_bytes() == before and len(load_study(url).trials) == 1  # readable, as it was
+
+
 # ---------------------------------------------------------------- PostgreSQL
 
 

@@ -9,7 +9,11 @@ import sys
 from hydra.core.singleton import Singleton
 from hydra.core.utils import configure_log, setup_globals
 
+from sqlalchemy.exc import SQLAlchemyError
+
 from rookworld.sweep.lock import StorageFault
+from rookworld.sweep.storage_url import redacted
+from rookworld.tracking import one_line
 from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, Worker, WorkerSpec, die_with_parent
 
 
@@ -27,8 +31,9 @@ def main(argv: list[str]) -> int:
     url = os.environ[STORAGE_ENV]
     try:
         return Worker(spec, int(index), url).run()
-    except StorageFault as error:
-        print(f"rookworld: error: sweep worker {index}: {error}", file=sys.stderr, flush=True)
+    except (StorageFault, SQLAlchemyError) as error:  # a full disk, a timeout, a lost database server
+        text = str(error) if isinstance(error, StorageFault) else one_line(error)
+        print(f"rookworld: error: sweep worker {index}: {redacted(text, url)}", file=sys.stderr, flush=True)
         return STORAGE_FAULT_EXIT
 
 

@@ -59,6 +59,7 @@ class RookworldOptunaSweeper(Sweeper):
         from rookworld.sweep.launch import Launch, UserError
         from rookworld.sweep.lock import StorageFault
         from rookworld.sweep.mps import MpsUnavailable
+        from sqlalchemy.exc import SQLAlchemyError
 
         try:
             launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
@@ -67,8 +68,12 @@ class RookworldOptunaSweeper(Sweeper):
         except (UserError, MpsUnavailable) as error:
             print(f"rookworld: error: {_hint(error)}", file=sys.stderr, flush=True)
             sys.exit(2)
-        except StorageFault as error:
-            print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
+        except (StorageFault, SQLAlchemyError) as error:  # a full disk, a timeout, a lost database server
+            from rookworld.sweep.storage_url import redacted
+            from rookworld.tracking import one_line
+
+            text = str(error) if isinstance(error, StorageFault) else one_line(error)
+            print(f"rookworld: error: {redacted(text, str(self._raw['storage']))}", file=sys.stderr, flush=True)
             sys.exit(1)
         if code:
             sys.exit(code)
