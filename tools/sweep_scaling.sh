@@ -34,13 +34,15 @@ run 1gpu_mps_by_hand 1 || true
 echo quit | nvidia-cuda-mps-control
 unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
 
-printf '%s\n' "${rows[@]}" | "$python" -c '
+printf '%s\n' "${rows[@]}" | "$python" <(cat <<'PY'
 import json, sys
-rows = [(line.split(" ", 2)[0], int(line.split(" ", 2)[1]), json.loads(line.split(" ", 2)[2])) for line in sys.stdin]
+rows = [line.split(" ", 2) for line in sys.stdin if line.strip()]
+rows = [(name, int(gpus), json.loads(timeline)) for name, gpus, timeline in rows]
 base = next(r["trials_per_hour"] for name, _, r in rows if name == "1gpu")
 print("| run | GPUs | workers | trials | wall s | trials/h | x 1 GPU | slot idle | steady idle |")
 print("|---|---|---|---|---|---|---|---|---|")
 for name, gpus, r in rows:
-    print(f"| {name} | {gpus} | {r[\"workers\"]} | {r[\"trials\"]} | {r[\"wall_s\"]} | {r[\"trials_per_hour\"]:.0f} | "
-          f"{r[\"trials_per_hour\"] / base:.2f} | {100 * r[\"idle\"]:.1f}% | {100 * r[\"steady_idle\"]:.1f}% |")
-'
+    print(f"| {name} | {gpus} | {r['workers']} | {r['trials']} | {r['wall_s']} | {r['trials_per_hour']:.0f} | "
+          f"{r['trials_per_hour'] / base:.2f} | {100 * r['idle']:.1f}% | {100 * r['steady_idle']:.1f}% |")
+PY
+)
