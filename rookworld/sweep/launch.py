@@ -8,6 +8,7 @@ import json
 import logging
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -74,9 +75,15 @@ class Launch:
         url = settings.storage
         storage = open_study_storage(settings, base_dir)
         check_direction(settings, storage)
-        tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
-        launch_dir = make_launch_dir(absolute_path(str(config.hydra.sweep.dir), base_dir))
-        launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
+        wanted = absolute_path(str(config.hydra.sweep.dir), base_dir)
+        created = first_missing(wanted)  # removed again if the launch stops before its workers
+        launch_dir = make_launch_dir(wanted)
+        try:
+            tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
+            launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
+        except UserError:
+            remove_launch_dir(launch_dir, created)
+            raise
         if parent is not None:
             write_parent_ref(launch_dir, parent)  # every trial's Tracker files its run under it
         shown = dataclasses.replace(settings, storage=masked(url))
@@ -322,6 +329,27 @@ def check_override_types(config: DictConfig, loader: Any, space: SearchSpace, pr
         if isinstance(default, (int, float)) and not isinstance(default, bool) and (
                 isinstance(value, bool) or not isinstance(value, (int, float))):
             raise ConfigError(f"{key}={value!r}: expected a number (its default: {default})")
+
+
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (None: it exists)."""
+    missing = None
+    while not path.exists():
+        missing, path = path, path.parent
+    return missing
+
+
+def remove_launch_dir(launch_dir: Path, created: Path | None) -> None:
+    """Remove a launch folder that never ran a worker, and the empty folders made for it up to `created` (a
+    folder another launch put something in meanwhile stays)."""
+    shutil.rmtree(launch_dir, ignore_errors=True)
+    folder = launch_dir.parent
+    while created is not None and created in (folder, *folder.parents):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
 
 
 def make_launch_dir(wanted: Path) -> Path:
