@@ -373,6 +373,28 @@ def test_two_spellings_of_one_tracking_store_give_one_parent(tmp_path: Path) -> 
     assert len([r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "sweep_parent"]) == 1
 
 
+@pytest.mark.slow
+def test_a_tracking_server_named_127_0_0_1_and_localhost_gives_one_parent(tmp_path: Path) -> None:
+    from hydra import compose, initialize_config_dir
+    from test_tracking import mlflow_server
+
+    from rookworld.sweep.mlflow_parent import study_parent_run
+    from rookworld.tracking import TrackingSettings, open_store
+
+    study = optuna.create_study(study_name="s", storage=open_storage(f"journal:{tmp_path / 's.journal'}",
+                                                                     str(tmp_path), default_timeouts()))
+    with initialize_config_dir(config_dir=str(REPO / "conf")):
+        config = compose("config", overrides=["tracking=mlflow"], return_hydra_config=True)
+    with mlflow_server("sqlite:///mlflow.db", tmp_path, timeout_s=120) as (base, _):
+        parents = []
+        for uri in (base, base.replace("127.0.0.1", "localhost")):  # two launches, two spellings of one server
+            config.tracking.uri = uri
+            settings = TrackingSettings.from_config(config.tracking, str(tmp_path))
+            parents.append(study_parent_run(open_store(settings), settings, config, study))
+    assert parents[0].run_id == parents[1].run_id
+    assert len([r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "sweep_parent"]) == 1
+
+
 # ---------------------------------------------------------------- passwords
 
 
