@@ -451,6 +451,15 @@ def test_mps_starts_only_for_a_shared_gpu_and_stops_at_the_end(tmp_path: Path, m
     assert (tmp_path / "mps_log" / "control.log").read_text() == "quit\n"
 
 
+def test_trial_mps_must_be_auto_on_or_off() -> None:
+    from rookworld.config import ConfigError
+    from rookworld.sweep.mps import mps_mode
+
+    assert [mps_mode(m) for m in ("auto", "on", "off")] == ["auto", "on", "off"]
+    with pytest.raises(ConfigError, match="trial.mps='yes': expected auto, on or off"):
+        mps_mode("yes")
+
+
 def test_mps_unavailable_is_a_one_line_notice_under_auto_and_an_error_under_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     from rookworld.sweep.mps import MpsDaemon, MpsUnavailable

@@ -269,6 +269,9 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     ({"max_failure_rate": 2}, "hydra.sweeper.max_failure_rate=2: must be a number in [0, 1]"),
     ({"direction": "up"}, "hydra.sweeper.direction='up': expected maximize or minimize"),
     ({"grace_period_s": 10}, "hydra.sweeper.grace_period_s=10: must be a number >= 2 x heartbeat_interval_s = 60"),
+    ({"max_worker_restarts": -1}, "hydra.sweeper.max_worker_restarts=-1: must be an integer >= 0"),
+    ({"lock_lease_s": 0}, "hydra.sweeper.lock_lease_s=0: must be a number > 0"),
+    ({"connect_timeout_s": "soon"}, "hydra.sweeper.connect_timeout_s='soon': must be a number > 0"),
 ])
 def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> None:
     from rookworld.sweep.settings import SweepSettings
