@@ -388,3 +388,22 @@ def test_plots_keep_the_running_best_label_whole_steps_distinct_curves_and_clean
     axis = params.axes[0].xaxis
     assert isinstance(axis.get_minor_formatter(), NullFormatter)
     assert not [label for label in axis.get_ticklabels(minor=True) if label.get_text()]
+
+
+def test_the_timeline_counts_a_replaced_worker_in_its_slot(tmp_path: Path) -> None:
+    import json
+
+    from rookworld.sweep.timeline import read_timeline
+
+    control = tmp_path / ".sweep"
+    control.mkdir()
+    (control / "launch.json").write_text(json.dumps({"start": 0.0, "workers": 2}))
+    events = {0: [("start", 0, 0.0), ("end", 0, 10.0)],
+              1: [("start", 1, 0.0)],  # killed mid-trial: no end
+              2: [("start", 2, 2.0), ("end", 2, 10.0)]}  # its replacement
+    for worker, rows in events.items():
+        (control / f"worker_{worker}.jsonl").write_text("".join(
+            json.dumps({"event": e, "trial": n, "t": t, "worker": worker}) + "\n" for e, n, t in rows))
+    timeline = read_timeline(tmp_path)
+    assert (timeline.workers, timeline.trials, timeline.wall_s) == (2, 2, 10.0)
+    assert timeline.idle == 0.1  # 18 busy seconds of 2 slots x 10 s
