@@ -476,6 +476,19 @@ def test_mps_unavailable_is_a_one_line_notice_under_auto_and_an_error_under_on(
         MpsDaemon.for_workers("on", ["0", "0"], tmp_path)
 
 
+@pytest.mark.slow
+def test_a_sweep_with_mps_on_where_it_is_unavailable_is_one_line_and_leaves_nothing(tmp_path: Path) -> None:
+    env = subprocess_env(CUDA_VISIBLE_DEVICES="0", PATH=f"{FAKE_MPS}{os.pathsep}{os.environ['PATH']}", FAKE_MPS_FAIL="1")
+    env.pop("CUDA_MPS_PIPE_DIRECTORY", None)
+    result = subprocess.run(sweep_command("hydra.sweeper.n_jobs=2", "device=auto", "trial.trials_per_gpu=2",
+                                          "trial.mps=on"), cwd=tmp_path, env=env, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == ("rookworld: error: trial.mps=on: CUDA MPS unavailable (nvidia-cuda-mps-control: MPS is "
+                             "not supported on this GPU); trial.mps=auto falls back to time slicing\n")
+    assert not (tmp_path / "outputs" / "sweeps").exists() and mlflow_runs(tmp_path) == []
+
+
 KILLED_LAUNCH = """
 import os, signal, sys
 from pathlib import Path

@@ -48,7 +48,7 @@ class Launch:
     threads: int
     parent: ParentRef | None
     log_scale: tuple[str, ...]
-    mps_mode: str
+    mps: Any  # rookworld.sweep.mps.MpsDaemon, or None
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     # ---------------------------------------------------------------- before any worker
@@ -57,7 +57,7 @@ class Launch:
     def prepare(cls, config: DictConfig, context: HydraContext, task: TaskFunction, arguments: list[str],
                 raw: dict[str, Any]) -> Launch:
         from rookworld.sweep.gpus import worker_gpus, worker_threads
-        from rookworld.sweep.mps import mps_mode
+        from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
         from rookworld.sweep.space import make_sampler
         from rookworld.sweep.worker import TaskRef, WorkerSpec
 
@@ -78,31 +78,37 @@ class Launch:
         wanted = absolute_path(str(config.hydra.sweep.dir), base_dir)
         created = first_missing(wanted)  # removed again if the launch stops before its workers
         launch_dir = make_launch_dir(wanted)
+        daemon = None
         try:
+            daemon = MpsDaemon.for_workers(mps, gpus, launch_dir / ".sweep")
             tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
             launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
-        except UserError:
+        except (UserError, MpsUnavailable) as error:
+            if daemon is not None:
+                daemon.stop()
             remove_launch_dir(launch_dir, created)
+            if isinstance(error, MpsUnavailable):
+                raise UserError(f"trial.mps=on: CUDA MPS unavailable ({error}); trial.mps=auto falls back to time "
+                                "slicing") from error
             raise
         if parent is not None:
             write_parent_ref(launch_dir, parent)  # every trial's Tracker files its run under it
         shown = dataclasses.replace(settings, storage=masked(url))
         spec = WorkerSpec(context, config, TaskRef.of(task), shown, space, str(launch_dir), launch_number, base_dir,
                           {"instances": Singleton.get_state()["instances"]})  # resolvers: re-registered there
-        return cls(spec, url, gpus, worker_threads(len(gpus)), parent, space.log_scale(), mps)
+        return cls(spec, url, gpus, worker_threads(len(gpus)), parent, space.log_scale(), daemon)
 
     # ---------------------------------------------------------------- the workers
 
     def run_workers(self) -> int:
-        """Start the workers the study still needs, watch them (a dead one is replaced); the sweep's exit code."""
-        from rookworld.sweep.mps import MpsDaemon
-
+        """Start the workers the study still needs, watch them (a dead one is replaced); the sweep's exit code.
+        The MPS daemon, if any, is stopped at the end."""
         needed = min(len(self.gpus), self.trials_left())
         control = Path(self.spec.launch_dir) / ".sweep"
         spec_path = control / "worker_spec.pkl"
         with os.fdopen(os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
             pickle.dump(self.spec, handle)
-        mps = MpsDaemon.for_workers(self.mps_mode, self.gpus[:needed], control)
+        mps = self.mps
         (control / "launch.json").write_text(json.dumps({"start": time.time(), "workers": needed, "gpus": self.gpus[:needed],
                                                          "launch": self.spec.launch, "pid": os.getpid(),
                                                          "mps": mps.pipe_dir if mps else None}))

@@ -56,17 +56,17 @@ class RookworldOptunaSweeper(Sweeper):
         self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
 
     def sweep(self, arguments: list[str]) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
         from rookworld.sweep.launch import Launch, UserError
         from rookworld.sweep.lock import StorageFault
-        from rookworld.sweep.mps import MpsUnavailable
-        from sqlalchemy.exc import SQLAlchemyError
 
         try:
             launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
             code = launch.run_workers()
             launch.finish()
-        except (UserError, MpsUnavailable) as error:
-            print(f"rookworld: error: {_hint(error)}", file=sys.stderr, flush=True)
+        except UserError as error:
+            print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
             sys.exit(2)
         except (StorageFault, SQLAlchemyError) as error:  # a full disk, a timeout, a lost database server
             from rookworld.sweep.storage_url import redacted
@@ -77,11 +77,4 @@ class RookworldOptunaSweeper(Sweeper):
             sys.exit(1)
         if code:
             sys.exit(code)
-
-
-def _hint(error: Exception) -> str:
-    from rookworld.sweep.mps import MpsUnavailable
-
-    return f"trial.mps=on: CUDA MPS unavailable ({error}); trial.mps=auto falls back to time slicing" \
-        if isinstance(error, MpsUnavailable) else str(error)
 
