@@ -14,8 +14,10 @@ sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry poin
    numbers this launch (worker seeds), fails stale trials of dead workers, and gets the study's one
    MLflow parent run (rookworld/sweep/mlflow_parent.py);
 3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.run_worker`
-   (rookworld/sweep/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/gpus.py), each
-   asking, running and telling trials until the study holds `n_trials`; they die with this process;
+   (rookworld/sweep/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/gpus.py), with CUDA MPS
+   when workers share a GPU (rookworld/sweep/mps.py), each asking, running and telling trials until the
+   study holds `n_trials`; they die with this process. A worker that dies is noticed at once: its trial
+   is failed and re-queued and a new worker takes its slot (`max_worker_restarts`);
 4. **ends the study** when it is finished (no trial running anywhere): prints the summary and logs
    it on the parent run, which it ends. Otherwise (other machines still running trials) the last
    launch to finish does that.
