@@ -19,6 +19,8 @@ from typing import Any, Iterator
 import optuna
 import pytest
 
+from rookworld.sweep.storage_url import default_timeouts
+
 REPO = Path(__file__).resolve().parents[1]
 PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))  # apt's layout
 PG_BIN = PG_BINS[-1].parent if PG_BINS else Path("/usr/lib/postgresql/VERSION/bin")
@@ -43,7 +45,7 @@ def sweep_command(*overrides: str) -> list[str]:
 def load_study(url: str, name: str = "smoke") -> optuna.Study:
     from rookworld.sweep.study import open_storage
 
-    return optuna.load_study(study_name=name, storage=open_storage(url, "/"))
+    return optuna.load_study(study_name=name, storage=open_storage(url, "/", default_timeouts()))
 
 
 def mlflow_runs(directory: Path) -> list[Any]:

@@ -30,7 +30,7 @@ def test_importance_ranks_the_knob_that_moves_the_objective_and_leaves_out_failu
     study = journal_study(tmp_path / "demo.journal")
     assert len(successful_trials(study)) == 12  # the diverged (penalty) and the pruned trial left out
     assert choice_means(study) == {"task_mix": {"env_heavy": (6, pytest.approx(0.6)), "mixed": (6, pytest.approx(0.5))}}
-    plot = tmp_path / "importance.png"
+    plot = tmp_path / "missing" / "folder" / "importance.png"  # its folder is created
     assert main(["--study", "demo", "--storage", f"journal:{tmp_path / 'demo.journal'}", "--plot", str(plot)]) == 0
     table = capsys.readouterr().out
     rows = [line for line in table.splitlines() if line.startswith("| ") and "importance" not in line]

@@ -6,6 +6,8 @@ import random
 from pathlib import Path
 
 import optuna
+
+from rookworld.sweep.storage_url import default_timeouts
 import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
@@ -26,7 +28,8 @@ WILCOXON = {"kind": "wilcoxon", "p_threshold": 0.1, "n_startup_steps": 2}
 
 def new_study(tmp_path: Path, direction: str, name: str = "unit") -> tuple[optuna.Study, str]:
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    return optuna.create_study(study_name=name, storage=open_storage(url, str(tmp_path)), direction=direction), url
+    storage = open_storage(url, str(tmp_path), default_timeouts())
+    return optuna.create_study(study_name=name, storage=storage, direction=direction), url
 
 
 def start_trial(study: optuna.Study, url: str, pruner: dict, penalty: float = -1.0) -> OptunaPruningHook:

@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 
 import optuna
+
+from rookworld.sweep.storage_url import default_timeouts
 import pytest
 from optuna.trial import TrialState
 from sweep_helpers import (  # noqa: F401  (postgres_url is a fixture)
@@ -156,7 +158,8 @@ def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override
     assert result.stderr.startswith(f"rookworld: error: {message}") and result.stderr.count("\n") == 1, result.stderr
     assert mlflow_runs(tmp_path) == []  # no parent run, no trial run
     journal = tmp_path / "outputs/optuna/smoke.journal"
-    if journal.exists() and "smoke" in optuna.get_all_study_names(open_storage(f"journal:{journal}", "/")):
+    if journal.exists() and "smoke" in optuna.get_all_study_names(
+            open_storage(f"journal:{journal}", "/", default_timeouts())):
         assert load_study(f"journal:{journal}").trials == []
     assert not list(tmp_path.glob("outputs/sweeps/*/*/trial_*"))
 

@@ -21,7 +21,10 @@ from optuna.trial import TrialState
 import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from rookworld.config import ConfigError
 from rookworld.sweep.gpus import worker_gpus
+from rookworld.sweep.clock import StorageClock
+from rookworld.sweep.host import host_id
 from rookworld.sweep.pruning import OptunaPruningHook, build_pruner
+from rookworld.sweep.storage_url import default_timeouts
 from rookworld.sweep.study import (
     FAIL_REASON_ATTR,
     OWNER_ATTR,
@@ -98,7 +101,7 @@ def test_bad_pruner_configs_fail_in_one_line() -> None:
 
 def make_study(tmp_path: Path, name: str = "unit") -> tuple[optuna.Study, optuna.storages.BaseStorage, str]:
     url = f"sqlite:///{tmp_path / 'optuna.db'}"
-    storage = open_storage(url, str(tmp_path))
+    storage = open_storage(url, str(tmp_path), default_timeouts())
     return optuna.create_study(study_name=name, storage=storage, direction="maximize"), storage, url
 
 
@@ -173,10 +176,8 @@ def stamp(storage: Any, study: optuna.Study, number: int, host: str, pid: int, a
 
 
 def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> None:
-    import socket
-
-    study, storage, _ = make_study(tmp_path)
-    host = socket.gethostname()
+    study, storage, url = make_study(tmp_path)
+    host = host_id()
     finished = ask_numbered(study, x=0.1)
     study.tell(finished, 0.5)
     killed = ask_numbered(study, x=0.2)          # its sweeper process is gone
@@ -189,7 +190,7 @@ def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> 
     stamp(storage, study, retried_before.number, host, dead_pid(), age_s=1)
     storage.set_trial_user_attr(trial_id(storage, "unit", retried_before.number), "rookworld:retries", 1)
 
-    stale = resolve_stale_trials(study, storage, grace_s=300, retries=1)
+    stale = resolve_stale_trials(study, storage, grace_s=300, retries=1, clock=StorageClock(url, str(tmp_path)))
 
     assert [(s.number, s.retried) for s in stale] == [(1, True), (2, True), (4, False)]
     trials = study.trials
@@ -205,9 +206,10 @@ def test_stale_trials_are_failed_and_requeued_live_ones_kept(tmp_path: Path) -> 
 
 
 def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> None:
-    study, storage, _ = make_study(tmp_path)
+    study, storage, url = make_study(tmp_path)
+    clock = StorageClock(url, str(tmp_path))
     running, pruned = ask_numbered(study), ask_numbered(study)
-    heartbeat = Heartbeat(storage, interval_s=60)
+    heartbeat = Heartbeat(storage, interval_s=60, clock=clock)
     for trial in (running, pruned):
         heartbeat.own(trial_id(storage, "unit", trial.number))
     first = study.trials[running.number].system_attrs[OWNER_ATTR]
@@ -221,7 +223,7 @@ def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> No
     def stamp() -> float:
         return study.trials[running.number].system_attrs[OWNER_ATTR]["heartbeat"]
 
-    live = Heartbeat(storage, interval_s=0.05)
+    live = Heartbeat(storage, interval_s=0.05, clock=clock)
     live.own(trial_id(storage, "unit", running.number))
     owned_at = stamp()
     with live:  # its thread stamps the running trial again and again, unasked
@@ -241,7 +243,7 @@ def test_a_missing_database_driver_is_named(tmp_path: Path) -> None:
     from rookworld.sweep.study import MissingDriverError, open_storage
 
     with pytest.raises(MissingDriverError, match=r"the database driver module 'psycopg' is not installed"):
-        open_storage("postgresql+psycopg://u@127.0.0.1:1/optuna", str(tmp_path))
+        open_storage("postgresql+psycopg://u@127.0.0.1:1/optuna", str(tmp_path), default_timeouts())
 
 
 def test_summarise_rejects_a_bad_storage_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
@@ -256,7 +258,8 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     base = {"sampler": OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "seed": 0}),
             "direction": "maximize", "storage": "journal:x.journal", "study_name": "s", "n_trials": 4, "n_jobs": 2,
             "max_failure_rate": 0.0, "params": None, "stale_retries": 1, "heartbeat_interval_s": 30,
-            "grace_period_s": 300, "validate": None}
+            "grace_period_s": 300, "validate": None, "max_worker_restarts": 4, "connect_timeout_s": 10,
+            "statement_timeout_s": 120, "lock_wait_s": 600, "lock_lease_s": 60}
     return {**base, **changes}
 
 
@@ -266,6 +269,9 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     ({"max_failure_rate": 2}, "hydra.sweeper.max_failure_rate=2: must be a number in [0, 1]"),
     ({"direction": "up"}, "hydra.sweeper.direction='up': expected maximize or minimize"),
     ({"grace_period_s": 10}, "hydra.sweeper.grace_period_s=10: must be a number >= 2 x heartbeat_interval_s = 60"),
+    ({"max_worker_restarts": -1}, "hydra.sweeper.max_worker_restarts=-1: must be an integer >= 0"),
+    ({"lock_lease_s": 0}, "hydra.sweeper.lock_lease_s=0: must be a number > 0"),
+    ({"connect_timeout_s": "soon"}, "hydra.sweeper.connect_timeout_s='soon': must be a number > 0"),
 ])
 def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> None:
     from rookworld.sweep.settings import SweepSettings
@@ -336,3 +342,68 @@ def test_log_swept_parameters_get_log_axes() -> None:
     summary = SweepSummary("p", "s", "maximize", runs, ("kl.coef", "optimizer.lr"), log_scale=("optimizer.lr",))
     figure = outcome_vs_params_figure(summary)
     assert {axes.get_xlabel(): axes.get_xscale() for axes in figure.axes} == {"kl.coef": "linear", "optimizer.lr": "log"}
+
+
+def test_summarise_with_a_missing_tracking_store_is_one_line_and_creates_none(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rookworld.sweep.summarise import main as summarise
+
+    journal = f"journal:{tmp_path / 's.journal'}"
+    optuna.create_study(study_name="s", storage=open_storage(journal, str(tmp_path), default_timeouts()))
+    missing = tmp_path / "nowhere" / "mlflow.db"
+    assert summarise(["--study", "s", "--storage", journal, "--tracking-uri", f"sqlite:///{missing}"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rookworld: error: --tracking-uri sqlite:///{missing}: no MLflow store at {missing} (or --no-mlflow)\n"
+    assert not missing.exists() and not missing.parent.exists()
+
+
+def test_plots_keep_the_running_best_label_whole_steps_distinct_curves_and_clean_log_axes(tmp_path: Path) -> None:
+    from matplotlib.ticker import NullFormatter
+    from mlflow import MlflowClient
+
+    from rookworld.sweep.summary import (SweepSummary, TrialResult, optimisation_history_figure,
+                                         outcome_vs_params_figure, reward_curves_figure)
+
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("plots")
+    runs = []
+    for i, lr in enumerate([2e-6, 3e-6, 5e-6]):
+        run = client.create_run(experiment).info.run_id
+        for step in range(5):
+            client.log_metric(run, "reward", 0.1 * step, step=step)  # the same curve for every trial
+        runs.append(TrialResult(run, i, "success", "", "FINISHED", 0.1 * i, {"optimizer.lr": str(lr)}, 0))
+    summary = SweepSummary("p", "s", "maximize", tuple(runs), ("optimizer.lr",), log_scale=("optimizer.lr",))
+
+    history = optimisation_history_figure(summary)
+    assert [t.get_text() for t in history.axes[0].get_legend().get_texts()] == ["running best", "success"]
+
+    curves = reward_curves_figure(client, summary, top_k=3)
+    curves.canvas.draw()
+    axes = curves.axes[0]
+    assert all(float(x).is_integer() for x in axes.get_xticks())  # steps: no tick at 1.25
+    assert len({(line.get_linestyle(), line.get_marker()) for line in axes.get_lines()}) == 3  # none hidden
+
+    params = outcome_vs_params_figure(summary)
+    params.canvas.draw()
+    axis = params.axes[0].xaxis
+    assert isinstance(axis.get_minor_formatter(), NullFormatter)
+    assert not [label for label in axis.get_ticklabels(minor=True) if label.get_text()]
+
+
+def test_the_timeline_counts_a_replaced_worker_in_its_slot(tmp_path: Path) -> None:
+    import json
+
+    from rookworld.sweep.timeline import read_timeline
+
+    control = tmp_path / ".sweep"
+    control.mkdir()
+    (control / "launch.json").write_text(json.dumps({"start": 0.0, "workers": 2}))
+    events = {0: [("start", 0, 0.0), ("end", 0, 10.0)],
+              1: [("start", 1, 0.0)],  # killed mid-trial: no end
+              2: [("start", 2, 2.0), ("end", 2, 10.0)]}  # its replacement
+    for worker, rows in events.items():
+        (control / f"worker_{worker}.jsonl").write_text("".join(
+            json.dumps({"event": e, "trial": n, "t": t, "worker": worker}) + "\n" for e, n, t in rows))
+    timeline = read_timeline(tmp_path)
+    assert (timeline.workers, timeline.trials, timeline.wall_s) == (2, 2, 10.0)
+    assert timeline.idle == 0.1  # 18 busy seconds of 2 slots x 10 s

@@ -16,6 +16,7 @@ import os
 import statistics
 import sys
 from collections import defaultdict
+from pathlib import Path
 
 from rookworld.outcomes import SUCCESS
 from rookworld.sweep.study import OUTCOME_ATTR, open_study
@@ -76,6 +77,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--storage", help="Optuna storage URL or journal:PATH (default: the sweeps' journal file)")
     parser.add_argument("--plot", help="also write the importances as a PNG bar chart here")
     args = parser.parse_args(argv)
+    if args.plot:
+        folder = Path(args.plot).resolve().parent
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            print(f"rookworld: error: --plot {args.plot}: cannot create its folder ({error.strerror})", file=sys.stderr)
+            return 2
     study = open_study(args.study, args.storage, os.getcwd())
     if isinstance(study, str):
         print(f"rookworld: error: {study}", file=sys.stderr)

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import logging
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,12 +24,15 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from rookworld.config import ConfigError
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace
+from rookworld.sweep.storage_url import masked, redacted
 from rookworld.sweep.context import ParentRef, write_parent_ref
 from rookworld.tracking import absolute_path, hydra_base_dir, one_line
 
 log = logging.getLogger(__name__)
 LAUNCHES_ATTR = "rookworld:launches"  # study user attr: how many sweep launches joined it
+SUMMARISED_ATTR = "rookworld:summarised"  # study user attr: the parent run its summary was logged on
 STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to end their trials before SIGKILL
+WATCH_INTERVAL_S = 0.2  # how often the launch checks whether a worker ended
 _ABSENT = object()
 
 
@@ -36,11 +42,13 @@ class UserError(ValueError):
 
 @dataclass
 class Launch:
-    spec: Any  # rookworld.sweep.worker.WorkerSpec
+    spec: Any  # rookworld.sweep.worker.WorkerSpec (its storage URL masked)
+    url: str  # the storage URL, password and all
     gpus: list[str | None]
     threads: int
     parent: ParentRef | None
     log_scale: tuple[str, ...]
+    mps: Any  # rookworld.sweep.mps.MpsDaemon, or None
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     # ---------------------------------------------------------------- before any worker
@@ -49,8 +57,8 @@ class Launch:
     def prepare(cls, config: DictConfig, context: HydraContext, task: TaskFunction, arguments: list[str],
                 raw: dict[str, Any]) -> Launch:
         from rookworld.sweep.gpus import worker_gpus, worker_threads
+        from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
         from rookworld.sweep.space import make_sampler
-        from rookworld.sweep.study import STORAGE_ERRORS, open_storage
         from rookworld.sweep.worker import TaskRef, WorkerSpec
 
         base_dir = hydra_base_dir()
@@ -61,67 +69,141 @@ class Launch:
             make_sampler(settings.sampler, 0, space)
             device = str(OmegaConf.select(probe, "device", default="cpu"))
             gpus = worker_gpus(settings.n_jobs, OmegaConf.select(probe, "trial.trials_per_gpu", default=1), device)
+            mps = mps_mode(OmegaConf.select(probe, "trial.mps", default="off"))
         except ConfigError as error:
             raise UserError(str(error)) from error
+        url = settings.storage
+        storage = open_study_storage(settings, base_dir)
+        check_direction(settings, storage)
+        wanted = absolute_path(str(config.hydra.sweep.dir), base_dir)
+        created = first_missing(wanted)  # removed again if the launch stops before its workers
+        launch_dir = make_launch_dir(wanted)
+        daemon = None
         try:
-            storage = open_storage(settings.storage, base_dir)
-        except STORAGE_ERRORS as error:
-            raise UserError(f"hydra.sweeper.storage={settings.storage!r}: cannot open the Optuna storage "
-                            f"({one_line(error)})") from error
-        launch_dir = make_launch_dir(absolute_path(str(config.hydra.sweep.dir), base_dir))
-        launch_number, parent = join_study(config, settings, storage, base_dir)
+            daemon = MpsDaemon.for_workers(mps, gpus, launch_dir / ".sweep")
+            tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
+            launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
+        except (UserError, MpsUnavailable) as error:
+            if daemon is not None:
+                daemon.stop()
+            remove_launch_dir(launch_dir, created)
+            if isinstance(error, MpsUnavailable):
+                raise UserError(f"trial.mps=on: CUDA MPS unavailable ({error}); trial.mps=auto falls back to time "
+                                "slicing") from error
+            raise
         if parent is not None:
             write_parent_ref(launch_dir, parent)  # every trial's Tracker files its run under it
-        spec = WorkerSpec(context, config, TaskRef.of(task), settings, space, str(launch_dir), launch_number, base_dir,
+        shown = dataclasses.replace(settings, storage=masked(url))
+        spec = WorkerSpec(context, config, TaskRef.of(task), shown, space, str(launch_dir), launch_number, base_dir,
                           {"instances": Singleton.get_state()["instances"]})  # resolvers: re-registered there
-        return cls(spec, gpus, worker_threads(len(gpus)), parent, space.log_scale())
+        return cls(spec, url, gpus, worker_threads(len(gpus)), parent, space.log_scale(), daemon)
 
     # ---------------------------------------------------------------- the workers
 
     def run_workers(self) -> int:
-        """Start the workers the study still needs, wait for them; the exit code of the sweep."""
-        from rookworld.sweep.worker import PARENT_PID_ENV
-
+        """Start the workers the study still needs, watch them (a dead one is replaced); the sweep's exit code.
+        The MPS daemon, if any, is stopped at the end."""
         needed = min(len(self.gpus), self.trials_left())
         control = Path(self.spec.launch_dir) / ".sweep"
         spec_path = control / "worker_spec.pkl"
-        with open(spec_path, "wb") as handle:
+        with os.fdopen(os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
             pickle.dump(self.spec, handle)
+        mps = self.mps
         (control / "launch.json").write_text(json.dumps({"start": time.time(), "workers": needed, "gpus": self.gpus[:needed],
-                                                         "launch": self.spec.launch, "pid": os.getpid()}))
+                                                         "launch": self.spec.launch, "pid": os.getpid(),
+                                                         "mps": mps.pipe_dir if mps else None}))
         log.info("study %s: %d workers in %s", self.spec.settings.study_name, needed, self.spec.launch_dir)
-        for index in range(needed):
-            env = {**os.environ, PARENT_PID_ENV: str(os.getpid())}
-            env.setdefault("OMP_NUM_THREADS", str(self.threads))
-            if self.gpus[index] is not None:
-                env["CUDA_VISIBLE_DEVICES"] = self.gpus[index]
-            self.workers.append(subprocess.Popen([sys.executable, "-m", "rookworld.sweep.run_worker", str(spec_path),
-                                                  str(index)], env=env))
-        return self.wait()
+        try:
+            slots = {slot: self.start_worker(slot, spec_path, mps) for slot in range(needed)}
+            return self.wait(slots, spec_path, mps)
+        finally:
+            if mps is not None:
+                mps.stop()
 
-    def trials_left(self) -> int:
+    def start_worker(self, slot: int, spec_path: Path, mps: Any) -> subprocess.Popen[bytes]:
+        """Worker number len(self.workers) (its seed and timeline), on GPU slot `slot`."""
+        from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV
+
+        env = {**os.environ, PARENT_PID_ENV: str(os.getpid()), STORAGE_ENV: self.url, **(mps.env() if mps else {})}
+        env.setdefault("OMP_NUM_THREADS", str(self.threads))
+        if self.gpus[slot] is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot]
+        worker = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.run_worker", str(spec_path),
+                                   str(len(self.workers))], env=env)
+        self.workers.append(worker)
+        return worker
+
+    def trials_left(self, study: Any = None) -> int:
+        """Trials the study still needs started (`study`: one already loaded)."""
         from optuna.trial import TrialState
 
         from rookworld.sweep.study import is_stale_failure
 
-        trials = self.load_study().get_trials(deepcopy=False)
+        trials = (study or self.load_study()).get_trials(deepcopy=False)
         counted = sum(t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
         return max(0, self.spec.settings.n_trials - counted)
 
-    def wait(self) -> int:
+    def wait(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: Any) -> int:
         previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
-            codes = [worker.wait() for worker in self.workers]
+            return self.watch(slots, spec_path, mps)
         except KeyboardInterrupt:
             self.stop_workers()
             return 130
         finally:
             signal.signal(signal.SIGTERM, previous)
-        for index, code in enumerate(codes):
-            if code not in (0, 3):  # 3: too many failures, already reported by the worker
-                print(f"rookworld: error: sweep worker {index} exited with code {code} (its trial is retried by the "
-                      "next launch)", file=sys.stderr, flush=True)
-        return 0 if all(code == 0 for code in codes) else 1
+
+    def watch(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: Any) -> int:
+        """Wait for every worker, noticing each end at once: a worker that died has its trial failed and
+        re-queued (stale_retries) and is replaced while trials are left (max_worker_restarts)."""
+        from rookworld.sweep.worker import STORAGE_FAULT_EXIT, TOO_MANY_FAILURES_EXIT
+
+        restarts, unreplaced, failed = 0, [], False
+        while slots:
+            ended = {slot: worker for slot, worker in slots.items() if worker.poll() is not None}
+            if not ended:
+                time.sleep(WATCH_INTERVAL_S)
+                continue
+            for slot, worker in ended.items():
+                del slots[slot]
+                number, code = self.workers.index(worker), worker.returncode
+                if code in (0, TOO_MANY_FAILURES_EXIT, STORAGE_FAULT_EXIT):  # the latter two reported it
+                    failed |= code != 0
+                    continue
+                what = f"sweep worker {number} (pid {worker.pid}) {_death(code)}"
+                requeued = self.fail_trials_of_dead_workers()
+                if restarts < self.spec.settings.max_worker_restarts and self.trials_left() > 0:
+                    restarts += 1
+                    slots[slot] = self.start_worker(slot, spec_path, mps)
+                    print(f"rookworld: {what}{requeued}; worker {len(self.workers) - 1} started in its place",
+                          file=sys.stderr, flush=True)
+                elif self.trials_left() > 0:
+                    unreplaced.append(f"{what}{requeued}; not replaced (hydra.sweeper.max_worker_restarts="
+                                      f"{self.spec.settings.max_worker_restarts} reached)")
+                else:
+                    print(f"rookworld: {what}{requeued}; no trial left to start, not replaced", file=sys.stderr,
+                          flush=True)
+        for message in unreplaced:
+            print(f"rookworld: error: {message}: run the same command again to finish the study", file=sys.stderr,
+                  flush=True)
+        return 1 if failed or unreplaced else 0
+
+    def fail_trials_of_dead_workers(self) -> str:
+        """Under the lock: fail (and re-queue) the trials whose worker is gone; what happened, for the message."""
+        from rookworld.sweep.clock import StorageClock
+        from rookworld.sweep.lock import storage_lock
+        from rookworld.sweep.study import resolve_stale_trials
+
+        s = self.spec.settings
+        study = self.load_study()
+        clock = StorageClock(self.url, self.spec.base_dir, s.timeouts.connect_args())
+        with storage_lock(self.url, self.spec.base_dir, f"study:{s.study_name}", s.timeouts):
+            stale = resolve_stale_trials(study, self.storage, s.grace_period_s, s.stale_retries, clock)
+        if not stale:
+            return ""
+        return "".join(f": its trial {t.number} failed" + (" and re-queued" if t.retried else
+                                                            f" (not re-queued: hydra.sweeper.stale_retries={s.stale_retries})")
+                       for t in stale)
 
     def stop_workers(self) -> None:
         for worker in self.workers:
@@ -137,43 +219,66 @@ class Launch:
 
     # ---------------------------------------------------------------- after them
 
+    @functools.cached_property
+    def storage(self) -> Any:
+        from rookworld.sweep.study import open_storage
+
+        return open_storage(self.url, self.spec.base_dir, self.spec.settings.timeouts)
+
     def load_study(self) -> Any:
         import optuna
 
-        from rookworld.sweep.study import open_storage
-
-        settings = self.spec.settings
-        return optuna.load_study(study_name=settings.study_name,
-                                 storage=open_storage(settings.storage, self.spec.base_dir))
+        return optuna.load_study(study_name=self.spec.settings.study_name, storage=self.storage)
 
     def finish(self) -> None:
-        """Print the study's summary; if no trial runs any more, log it on the parent run and end that."""
+        """Print the study's summary; if no trial runs any more, log it on the parent run and end that (once: the
+        launch that claims it under the lock summarises, outside the lock)."""
         from optuna.trial import TrialState
 
         from rookworld.sweep.lock import storage_lock
-        from rookworld.sweep.mlflow_parent import finish_study_parent, study_parent_run
         from rookworld.sweep.summary import study_markdown, summarise_study
 
         settings = self.spec.settings
-        with storage_lock(settings.storage, self.spec.base_dir, f"study:{settings.study_name}"):
-            study = self.load_study()
+        study = self.load_study()
+        study.get_trials(deepcopy=False)  # the bulk of the reading, outside the lock
+        with storage_lock(self.url, self.spec.base_dir, f"study:{settings.study_name}", settings.timeouts):
             running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
-            if running or self.trials_left():
-                print(study_markdown(summarise_study(study)), flush=True)
-                print(f"study {study.study_name}: {len(running)} trials still running, {self.trials_left()} to start "
-                      "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
-                return
-            if self.parent is None:
-                print(study_markdown(summarise_study(study)), flush=True)
-                return
-            client, parent = study_parent_run(self.spec.config, study)
-            top_k = int(self.spec.config.tracking.summary_top_k)
-            finish_study_parent(client, parent, study, top_k, self.log_scale)
-            from rookworld.sweep.summary import fetch_study_runs
+            left = self.trials_left(study)
+            claimed = not running and not left and self.parent is not None and \
+                study.user_attrs.get(SUMMARISED_ATTR) != self.parent.run_id
+            if claimed:
+                study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
+        if running or left:
+            print(study_markdown(summarise_study(study)), flush=True)
+            print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
+                  "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
+            return
+        if not claimed:  # no tracking, or another launch summarised it
+            print(study_markdown(summarise_study(study)), flush=True)
+            return
+        self.summarise_onto_parent(study)
 
-            print(study_markdown(summarise_study(study, fetch_study_runs(client, parent.experiment_id,
-                                                                        study.study_name))), flush=True)
-            log.info("study %s finished: MLflow parent run %s ended", study.study_name, parent.run_id)
+    def summarise_onto_parent(self, study: Any) -> None:
+        from rookworld.sweep.mlflow_parent import finish_study_parent
+        from rookworld.sweep.summary import fetch_study_runs, study_markdown, summarise_study
+        from rookworld.tracking import TrackingSettings, open_store
+
+        assert self.parent is not None
+        client = open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
+        top_k = int(self.spec.config.tracking.summary_top_k)
+        finish_study_parent(client, self.parent, study, top_k, self.log_scale)
+        print(study_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
+                                                                    study.study_name))), flush=True)
+        log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
+
+
+def _death(code: int) -> str:
+    if code < 0:
+        try:
+            return f"was killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
@@ -232,6 +337,27 @@ def check_override_types(config: DictConfig, loader: Any, space: SearchSpace, pr
             raise ConfigError(f"{key}={value!r}: expected a number (its default: {default})")
 
 
+def first_missing(path: Path) -> Path | None:
+    """The outermost folder of `path` that does not exist yet (None: it exists)."""
+    missing = None
+    while not path.exists():
+        missing, path = path, path.parent
+    return missing
+
+
+def remove_launch_dir(launch_dir: Path, created: Path | None) -> None:
+    """Remove a launch folder that never ran a worker, and the empty folders made for it up to `created` (a
+    folder another launch put something in meanwhile stays)."""
+    shutil.rmtree(launch_dir, ignore_errors=True)
+    folder = launch_dir.parent
+    while created is not None and created in (folder, *folder.parents):
+        try:
+            folder.rmdir()
+        except OSError:
+            return
+        folder = folder.parent
+
+
 def make_launch_dir(wanted: Path) -> Path:
     """`wanted`, or `wanted_1`, `wanted_2`, ... if another launch took it (mkdir is atomic)."""
     try:
@@ -252,29 +378,80 @@ def make_launch_dir(wanted: Path) -> Path:
 # ---------------------------------------------------------------- the study
 
 
-def join_study(config: DictConfig, settings: SweepSettings, storage: Any, base_dir: str) -> tuple[int, ParentRef | None]:
-    """Under the study's lock: create or load it, number this launch, fail stale trials, get the parent run."""
+def open_study_storage(settings: SweepSettings, base_dir: str) -> Any:
+    from rookworld.sweep.lock import StorageFault
+    from rookworld.sweep.study import STORAGE_ERRORS, open_storage
+
+    try:
+        return open_storage(settings.storage, base_dir, settings.timeouts)
+    except (*STORAGE_ERRORS, StorageFault) as error:
+        raise UserError(f"hydra.sweeper.storage={masked(settings.storage)!r}: cannot open the Optuna storage "
+                        f"({redacted(one_line(error), settings.storage)})") from error
+
+
+def open_tracking(config: DictConfig, settings: SweepSettings, base_dir: str) -> tuple[Any, Any] | None:
+    """(client, settings) of the MLflow store, opened; None when tracking is off. A fresh store is created (its
+    migrations run) under a lock of its own, not the study's: launches started at once do not race on it."""
+    from rookworld.sweep.lock import storage_lock
+    from rookworld.sweep.mlflow_parent import tracking_enabled
+    from rookworld.tracking import TrackingSettings, open_store
+
+    if not tracking_enabled(config):
+        return None
+    try:
+        tracking = TrackingSettings.from_config(config.tracking, base_dir)
+        with storage_lock(settings.storage, base_dir, "tracking-store", settings.timeouts):
+            return open_store(tracking), tracking
+    except Exception as error:  # the tracking store: unreachable, unwritable, a bad URI
+        raise UserError(f"tracking.uri={config.tracking.uri!r}: cannot open the tracking store for the sweep's MLflow "
+                        f"parent run ({one_line(error)})") from error
+
+
+def check_direction(settings: SweepSettings, storage: Any) -> None:
+    """An existing study must have the sweep's direction (checked again under the lock, for a study created meanwhile)."""
     import optuna
 
-    from rookworld.sweep.lock import storage_lock
-    from rookworld.sweep.mlflow_parent import end_orphan_runs, study_parent_run, tracking_enabled
-    from rookworld.sweep.study import resolve_stale_trials
+    try:
+        study = optuna.load_study(study_name=settings.study_name, storage=storage)
+    except KeyError:
+        return
+    if study.direction.name.lower() != settings.direction:
+        raise UserError(f"hydra.sweeper.direction={settings.direction!r}: study {settings.study_name!r} exists "
+                        f"with direction {study.direction.name.lower()} (another study_name starts a new one)")
 
-    with storage_lock(settings.storage, base_dir, f"study:{settings.study_name}"):
+
+def join_study(config: DictConfig, settings: SweepSettings, storage: Any, base_dir: str,
+               tracking: tuple[Any, Any] | None) -> tuple[int, ParentRef | None]:
+    """Under the study's lock: create or load it, number this launch, fail stale trials, get the parent run."""
+    import optuna
+    from optuna.trial import TrialState
+
+    from rookworld.sweep.clock import StorageClock
+    from rookworld.sweep.lock import storage_lock
+    from rookworld.sweep.mlflow_parent import end_orphan_runs, study_parent_run
+    from rookworld.sweep.study import is_stale_failure, resolve_stale_trials
+
+    clock = StorageClock(settings.storage, base_dir, settings.timeouts.connect_args())
+    with storage_lock(settings.storage, base_dir, f"study:{settings.study_name}", settings.timeouts):
         study = optuna.create_study(study_name=settings.study_name, storage=storage, direction=settings.direction,
                                     load_if_exists=True)
-        if study.direction.name.lower() != settings.direction:
-            raise UserError(f"hydra.sweeper.direction={settings.direction!r}: study {settings.study_name!r} exists "
-                            f"with direction {study.direction.name.lower()} (another study_name starts a new one)")
+        check_direction(settings, storage)
         launch = int(study.user_attrs.get(LAUNCHES_ATTR, 0))
         study.set_user_attr(LAUNCHES_ATTR, launch + 1)
-        resolve_stale_trials(study, storage, settings.grace_period_s, settings.stale_retries)
-        if not tracking_enabled(config):
+        resolve_stale_trials(study, storage, settings.grace_period_s, settings.stale_retries, clock)
+        if tracking is None:
             return launch, None
+        trials = study.get_trials(deepcopy=False)
+        counted = sum(t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
+        done = counted >= settings.n_trials and not any(t.state == TrialState.RUNNING for t in trials)
+        summarised = bool(study.user_attrs.get(SUMMARISED_ATTR))
+        if summarised and not done:
+            study.set_user_attr(SUMMARISED_ATTR, None)  # extended (a larger n_trials): summarised again at its end
+        client, tracking_settings = tracking
         try:
-            client, parent = study_parent_run(config, study)
-            end_orphan_runs(client, parent.experiment_id, study)
-        except Exception as error:  # the tracking store: unreachable, unwritable, a bad URI
+            parent = study_parent_run(client, tracking_settings, config, study, reopen=not (done and summarised))
+        except Exception as error:  # the tracking store failed under us
             raise UserError(f"tracking.uri={config.tracking.uri!r}: cannot start the sweep's MLflow parent run "
                             f"({one_line(error)})") from error
+    end_orphan_runs(client, parent.experiment_id, study)
     return launch, parent

@@ -1,15 +1,17 @@
 """One lock per study storage, shared by every sweep process and worker on every machine.
 
-    with storage_lock(url, base_dir, "study:smoke"):
+    with storage_lock(url, base_dir, "study:smoke", timeouts):
         ...   # count the study's trials and ask for one more; create its MLflow parent run once
 
-- File storages (`journal:PATH`, `sqlite:///PATH`): an exclusive `flock` on `PATH.<name>.lock`
-  (local disks, and NFSv4 / Lustre / GPFS shares, where flock is a cluster-wide lock).
-- PostgreSQL: a session advisory lock (`pg_advisory_lock`) keyed by a hash of the name, on its own
-  connection.
-
-Both are released when their holder exits, even by SIGKILL (the kernel closes the file, the server
-ends the session), so a killed sweep never leaves its lock behind.
+- File storages (`journal:PATH`, `sqlite:///PATH`): an exclusive `flock` on `PATH.<name>.lock`.
+  The kernel releases it when its holder exits, even by SIGKILL. flock is one machine's lock on a
+  local disk and on NFSv4; on Lustre only when clients mount with `-o flock` (with `localflock` it
+  is not shared between nodes); use PostgreSQL where unsure (docs/sweeps.md).
+- PostgreSQL: a transaction advisory lock (`pg_advisory_xact_lock`) keyed by a hash of the name, on
+  its own connection, with a lease: the holder touches the connection every third of
+  `lock_lease_s`; a holder that stops (a frozen node, a lost network) leaves its transaction idle
+  and the server ends its session after `lock_lease_s` (`idle_in_transaction_session_timeout`,
+  TCP keepalives), which releases the lock. Waiting longer than `lock_wait_s` is a StorageFault.
 """
 
 from __future__ import annotations
@@ -17,9 +19,15 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import threading
 from typing import Iterator
 
-from rookworld.sweep.storage_url import database_url, storage_file
+from rookworld.sweep.storage_url import DbTimeouts, database_url, is_database, masked, redacted, storage_file
+from rookworld.tracking import one_line
+
+
+class StorageFault(RuntimeError):
+    """The study's storage failed under a sweep (a timeout, a full disk): reported in one line."""
 
 
 def lock_key(name: str) -> int:
@@ -28,7 +36,7 @@ def lock_key(name: str) -> int:
 
 
 @contextlib.contextmanager
-def storage_lock(url: str, base_dir: str, name: str) -> Iterator[None]:
+def storage_lock(url: str, base_dir: str, name: str, timeouts: DbTimeouts) -> Iterator[None]:
     """Hold the lock `name` of the storage at `url` (see the module docstring)."""
     path = storage_file(url, base_dir)
     if path is not None:
@@ -38,20 +46,60 @@ def storage_lock(url: str, base_dir: str, name: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_EX)
             yield  # closing the file releases the lock
         return
-    if not url.startswith(("postgresql://", "postgresql+")):
+    if not is_database(url):
         raise ValueError("expected journal:PATH, sqlite:///PATH or postgresql://... (the sweep locks need one of them)")
+    with _database_lock(url, name, timeouts):
+        yield
+
+
+@contextlib.contextmanager
+def _database_lock(url: str, name: str, timeouts: DbTimeouts) -> Iterator[None]:
     import sqlalchemy
+    from sqlalchemy.exc import DBAPIError
     from sqlalchemy.pool import NullPool
 
-    engine = sqlalchemy.create_engine(database_url(url), poolclass=NullPool)
+    engine = sqlalchemy.create_engine(database_url(url), poolclass=NullPool, connect_args=timeouts.lock_connect_args())
     try:
         with engine.connect() as connection:
-            connection.execute(sqlalchemy.text("SELECT pg_advisory_lock(:key)"), {"key": lock_key(name)})
-            connection.commit()
             try:
+                connection.execute(sqlalchemy.text("SELECT pg_advisory_xact_lock(:key)"), {"key": lock_key(name)})
+            except DBAPIError as error:
+                if "lock timeout" not in str(error):
+                    raise
+                raise StorageFault(f"hydra.sweeper.lock_wait_s={timeouts.lock_wait_s:g}: waited that long for the lock "
+                                   f"{name!r} of {masked(url)} (another sweep holds it)") from None
+            with _Lease(connection, timeouts.lock_lease_s):
                 yield
-            finally:
-                connection.execute(sqlalchemy.text("SELECT pg_advisory_unlock(:key)"), {"key": lock_key(name)})
-                connection.commit()
+            try:
+                connection.commit()  # ends the transaction: releases the lock
+            except DBAPIError as error:
+                raise StorageFault(f"hydra.sweeper.lock_lease_s={timeouts.lock_lease_s:g}: lost the lock {name!r} of "
+                                   f"{masked(url)} ({redacted(one_line(error), url)})") from None
     finally:
         engine.dispose()
+
+
+class _Lease:
+    """Touches the lock's connection every third of the lease, from a daemon thread, while the holder lives."""
+
+    def __init__(self, connection: object, lease_s: float) -> None:
+        self._connection, self._interval_s = connection, lease_s / 3
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="rookworld-lock-lease", daemon=True)
+
+    def __enter__(self) -> _Lease:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        import sqlalchemy
+
+        while not self._stop.wait(self._interval_s):
+            try:
+                self._connection.execute(sqlalchemy.text("SELECT 1"))  # type: ignore[attr-defined]
+            except Exception:  # noqa: BLE001 - the session is gone: the holder's commit reports it
+                return

@@ -70,17 +70,20 @@ def rookworld_sweeper(config: DictConfig) -> bool:
     return OmegaConf.select(config, "hydra.sweeper._target_", default=None) == ROOKWORLD_SWEEPER
 
 
-def study_parent_run(config: DictConfig, study: optuna.Study) -> tuple[MlflowClient, ParentRef]:
-    """The study's parent run, created once (call it under the study's lock), reopened if it had ended."""
-    settings = TrackingSettings.from_config(config.tracking, hydra_base_dir())
-    client = open_store(settings)
-    stored = study.user_attrs.get(PARENT_ATTR)
-    if stored and stored.get("tracking_uri") == settings.uri:
-        parent = ParentRef(**stored)
-        if client.get_run(parent.run_id).info.status != "RUNNING":
+def study_parent_run(client: MlflowClient, settings: TrackingSettings, config: DictConfig, study: optuna.Study,
+                     reopen: bool = True) -> ParentRef:
+    """The study's parent run in the store `client` opened: the run whose id the study holds, else the experiment's
+    parent run of that study (another spelling of the store's URI stored it), else a new one (call it under the
+    study's lock). `reopen`: set it RUNNING again if it had ended."""
+    run = find_study_parent(client, settings, study)
+    if run is not None:
+        parent = ParentRef(run.info.run_id, run.info.experiment_id, settings.uri)
+        if reopen and run.info.status != "RUNNING":
             client.update_run(parent.run_id, status="RUNNING")
             log.info("MLflow parent run %s of study %s reopened", parent.run_id, study.study_name)
-        return client, parent
+        if study.user_attrs.get(PARENT_ATTR, {}).get("run_id") != parent.run_id:
+            study.set_user_attr(PARENT_ATTR, parent.__dict__)
+        return parent
     experiment_id = get_or_create_experiment(client, settings)
     tags = {ROLE_TAG: "sweep_parent", STUDY_TAG: study.study_name,
             OVERRIDES_TAG: overrides_tag(config.hydra.overrides.task)}
@@ -88,7 +91,28 @@ def study_parent_run(config: DictConfig, study: optuna.Study) -> tuple[MlflowCli
     parent = ParentRef(run.info.run_id, experiment_id, settings.uri)
     study.set_user_attr(PARENT_ATTR, parent.__dict__)
     log.info("MLflow parent run %s for study %s", parent.run_id, study.study_name)
-    return client, parent
+    return parent
+
+
+def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: optuna.Study) -> Any:
+    """The study's parent run in this store, found by the id the study holds or by its tags; None if it has none."""
+    from mlflow.exceptions import MlflowException
+
+    stored = study.user_attrs.get(PARENT_ATTR)
+    if stored:
+        try:
+            run = client.get_run(stored["run_id"])
+        except MlflowException:
+            run = None  # another tracking store: look for this study's parent there
+        if run is not None and run.info.lifecycle_stage == "active":
+            return run
+    experiment = client.get_experiment_by_name(settings.experiment)
+    if experiment is None:
+        return None
+    found = client.search_runs([experiment.experiment_id], max_results=1, order_by=["attributes.start_time ASC"],
+                               filter_string=f"tags.`{STUDY_TAG}` = '{study.study_name}' and "
+                                             f"tags.`{ROLE_TAG}` = 'sweep_parent'")
+    return found[0] if found else None
 
 
 def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Study) -> int:

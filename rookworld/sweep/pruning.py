@@ -45,6 +45,7 @@ from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
 from rookworld.sweep.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
+from rookworld.sweep.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, parse_timeouts
 from rookworld.tracking import hydra_base_dir
 
 if TYPE_CHECKING:
@@ -94,14 +95,16 @@ def build_pruner(pruner: DictConfig) -> BasePruner:
                           "~trial.pruner.KEY)") from error
 
 
-def study_location(trial: DictConfig) -> tuple[str, str]:
-    """(study name, storage URL): `trial.study` / `trial.storage`, else the sweeper's."""
+def study_location(trial: DictConfig) -> tuple[str, str, DbTimeouts]:
+    """(study name, storage URL, its timeouts): `trial.study` / `trial.storage`, else the sweeper's."""
     sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else OmegaConf.create()
     name = trial.study or sweeper.get("study_name")
     url = trial.storage or sweeper.get("storage")
     require(bool(name) and bool(url), "trial.study/trial.storage", (name, url),
              "no Optuna study: run inside an Optuna sweep (-m sweeps=NAME) or set both")
-    return str(name), str(url)
+    knobs = {knob: sweeper.get(knob) for knob in TIMEOUT_KNOBS}
+    timeouts = parse_timeouts(knobs) if None not in knobs.values() else default_timeouts()
+    return str(name), str(url), timeouts
 
 
 class OptunaPruningHook:
@@ -118,8 +121,8 @@ class OptunaPruningHook:
     @classmethod
     def from_config(cls, cfg: DictConfig) -> OptunaPruningHook:
         settings = ReportSettings.from_config(cfg.trial)
-        name, url = study_location(cfg.trial)
-        storage = open_storage(url, hydra_base_dir())
+        name, url, timeouts = study_location(cfg.trial)
+        storage = open_storage(url, hydra_base_dir(), timeouts)
         study = optuna.load_study(study_name=name, storage=storage, pruner=build_pruner(cfg.trial.pruner),
                                   sampler=optuna.samplers.RandomSampler())  # the job never samples
         penalty = OmegaConf.select(cfg, "objective.failure_penalty", default=None)

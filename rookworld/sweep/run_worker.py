@@ -9,7 +9,12 @@ import sys
 from hydra.core.singleton import Singleton
 from hydra.core.utils import configure_log, setup_globals
 
-from rookworld.sweep.worker import PARENT_PID_ENV, Worker, WorkerSpec, die_with_parent
+from sqlalchemy.exc import SQLAlchemyError
+
+from rookworld.sweep.lock import StorageFault
+from rookworld.sweep.storage_url import redacted
+from rookworld.tracking import one_line
+from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, Worker, WorkerSpec, die_with_parent
 
 
 def main(argv: list[str]) -> int:
@@ -23,7 +28,13 @@ def main(argv: list[str]) -> int:
     Singleton.set_state({**spec.singletons, "omegaconf_resolvers": BaseContainer._resolvers})  # this process's own
     configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
                   execution_whitelist=spec.hydra_context.execution_whitelist)
-    return Worker(spec, int(index)).run()
+    url = os.environ[STORAGE_ENV]
+    try:
+        return Worker(spec, int(index), url).run()
+    except (StorageFault, SQLAlchemyError) as error:  # a full disk, a timeout, a lost database server
+        text = str(error) if isinstance(error, StorageFault) else one_line(error)
+        print(f"rookworld: error: sweep worker {index}: {redacted(text, url)}", file=sys.stderr, flush=True)
+        return STORAGE_FAULT_EXIT
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rookworld.config import ConfigError, require
+from rookworld.sweep.storage_url import DbTimeouts, parse_timeouts
 from rookworld.sweep.summary import DIRECTIONS
 
 
@@ -33,6 +34,8 @@ class SweepSettings:
     stale_retries: int
     heartbeat_interval_s: float
     grace_period_s: float
+    max_worker_restarts: int
+    timeouts: DbTimeouts
     sampler: dict[str, Any]
     params: dict[str, str]
     validate: str | None
@@ -49,7 +52,7 @@ class SweepSettings:
             require(len(direction) == 1, key + "direction", direction, "one direction: the objective is one float")
             direction = direction[0]
         require(str(direction).lower() in DIRECTIONS, key + "direction", direction, "expected maximize or minimize")
-        for knob, least in (("n_trials", 0), ("n_jobs", 1), ("stale_retries", 0)):
+        for knob, least in (("n_trials", 0), ("n_jobs", 1), ("stale_retries", 0), ("max_worker_restarts", 0)):
             require(is_integer(raw[knob]) and raw[knob] >= least, key + knob, raw[knob],
                     f"must be an integer >= {least}")
         rate = raw["max_failure_rate"]
@@ -58,6 +61,7 @@ class SweepSettings:
         require(is_number(beat) and beat > 0, key + "heartbeat_interval_s", beat, "must be a number > 0")
         require(is_number(grace) and grace >= 2 * beat, key + "grace_period_s", grace,
                 f"must be a number >= 2 x heartbeat_interval_s = {2 * beat:g}")
+        timeouts = parse_timeouts(raw)
         sampler, params, validate = raw["sampler"], raw["params"], raw["validate"]
         require(isinstance(sampler, DictConfig) and "_target_" in sampler, key + "sampler", sampler,
                 "expected a sampler config (hydra/sweeper/sampler=tpe | random | ...)")
@@ -66,7 +70,8 @@ class SweepSettings:
         require(validate is None or isinstance(validate, str), key + "validate", validate,
                 "expected a dotted function path or null")
         return cls(name, storage, str(direction).lower(), raw["n_trials"], raw["n_jobs"], float(rate),
-                   raw["stale_retries"], float(beat), float(grace), _container(sampler),
+                   raw["stale_retries"], float(beat), float(grace), raw["max_worker_restarts"], timeouts,
+                   _container(sampler),
                    {str(k): str(v) for k, v in (_container(params) if params is not None else {}).items()},
                    validate)
 

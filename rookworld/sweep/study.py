@@ -12,21 +12,20 @@ Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the
 - Trial number: the sweeper adds each trial's own number as the param `trial.number` (an int
   distribution with low == high, which samplers ignore), so the job receives it as the override
   `trial.number=N` and can bind to its trial.
-- Stale trials: the sweeper stamps every trial it runs with its host, pid and the time (system attr
-  `rookworld:sweeper`) and refreshes the stamp every heartbeat interval. A RUNNING trial is stale
-  when its sweeper process is gone (same host, pid not alive) or its stamp is older than the grace
-  period (another host). A stale trial is failed (system attr `rookworld:stale`, user attr
-  `fail_reason`) and re-queued with the same params (user attr `rookworld:retry_of`), at most
-  `retries` times along a chain of retries.
+- Stale trials: each worker stamps the trial it runs with its host id, pid and start time
+  (rookworld/sweep/host.py) and a heartbeat by the storage's clock (rookworld/sweep/clock.py;
+  system attr `rookworld:sweeper`), again every heartbeat interval. A RUNNING trial is stale when
+  its worker is gone (same host id, process no longer running) or its heartbeat is older than the
+  grace period by the storage's clock (any host: no two hosts' wall clocks are compared). A stale
+  trial is failed (system attr `rookworld:stale`, user attr `fail_reason`) and re-queued with the
+  same params (user attr `rookworld:retry_of`), at most `retries` times along a chain of retries.
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import socket
 import threading
-import time
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
@@ -34,14 +33,16 @@ from typing import Any, Sequence
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import BaseStorage, JournalStorage, RDBStorage
-from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 from omegaconf import OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
 from rookworld.tracking import CONF_DIR, one_line
-from rookworld.sweep.lock import storage_lock
-from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, database_url, storage_file
+from rookworld.sweep.clock import StorageClock
+from rookworld.sweep.host import host_id, process_alive, process_start
+from rookworld.sweep.journal import SafeJournalBackend
+from rookworld.sweep.lock import StorageFault, storage_lock
+from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
 
 log = logging.getLogger(__name__)
 
@@ -64,20 +65,21 @@ class MissingDriverError(ImportError):
     """A database URL whose driver module is not installed; the message names the module."""
 
 
-def open_storage(url: str, base_dir: str) -> BaseStorage:
-    """The storage a URL names (see the module docstring); parent folders of file stores are created."""
+def open_storage(url: str, base_dir: str, timeouts: DbTimeouts) -> BaseStorage:
+    """The storage a URL names (see the module docstring); parent folders of file stores are created. A
+    journal is repaired first (rookworld/sweep/journal.py); a database's connections get `timeouts`."""
 
     path = storage_file(url, base_dir)
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
     if url.startswith(JOURNAL_PREFIX):
-        return JournalStorage(JournalFileBackend(str(path)))
+        return JournalStorage(SafeJournalBackend(path))
     try:
-        with storage_lock(url, base_dir, "schema"):  # fresh databases: one process creates the tables
+        with storage_lock(url, base_dir, "schema", timeouts):  # fresh databases: one process creates the tables
             if path is not None:
                 timeout = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
                 return RDBStorage(f"{SQLITE_PREFIX}{path}", engine_kwargs=timeout)
-            return RDBStorage(database_url(url))
+            return RDBStorage(database_url(url), engine_kwargs={"connect_args": timeouts.connect_args()})
     except ModuleNotFoundError as error:
         raise MissingDriverError(f"the database driver module {error.name!r} is not installed (for PostgreSQL: "
                                  "pip install 'rookworld[postgresql]', i.e. psycopg2-binary)") from error
@@ -114,41 +116,32 @@ def swept_params(trial: FrozenTrial) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class Owner:
-    """The sweeper process running a trial."""
+    """The worker process running a trial: its host id, pid and start time (rookworld/sweep/host.py)."""
 
     host: str
     pid: int
+    started: int | None
 
     @classmethod
     def this_process(cls) -> Owner:
-        return cls(socket.gethostname(), os.getpid())
+        return cls(host_id(), os.getpid(), process_start(os.getpid()))
 
     @classmethod
     def of(cls, trial: FrozenTrial) -> tuple[Owner, float] | None:
         stamp = trial.system_attrs.get(OWNER_ATTR)
         if not stamp:
             return None
-        return cls(stamp["host"], int(stamp["pid"])), float(stamp["heartbeat"])
+        return cls(stamp["host"], int(stamp["pid"]), stamp.get("started")), float(stamp["heartbeat"])
 
-    def stamp(self) -> dict[str, Any]:
-        return {"host": self.host, "pid": self.pid, "heartbeat": time.time()}
+    def stamp(self, now: float) -> dict[str, Any]:
+        return {"host": self.host, "pid": self.pid, "started": self.started, "heartbeat": now}
 
     def gone(self) -> bool:
-        """True when this host is ours and the process no longer exists (or is this new process)."""
-        if self.host != socket.gethostname():
-            return False
-        if self.pid == os.getpid():
-            return True  # a pid reused by this fresh sweeper: the old owner is gone
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return True
-        except PermissionError:
-            return False  # exists, another user's process
-        return False
+        """True when this process's host id is the owner's and the owner process no longer runs."""
+        return self.host == host_id() and not process_alive(self.pid, self.started)
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.pid}"
+        return f"{self.host.split('/')[0]}:{self.pid}"
 
 
 class Heartbeat:
@@ -158,9 +151,10 @@ class Heartbeat:
     sweeper or pruned by its job).
     """
 
-    def __init__(self, storage: BaseStorage, interval_s: float) -> None:
+    def __init__(self, storage: BaseStorage, interval_s: float, clock: StorageClock) -> None:
         self._storage = storage
         self._interval_s = interval_s
+        self._clock = clock
         self._owner = Owner.this_process()
         self._owned: set[int] = set()
         self._lock = threading.Lock()
@@ -168,7 +162,7 @@ class Heartbeat:
         self._thread = threading.Thread(target=self._run, name="rookworld-heartbeat", daemon=True)
 
     def own(self, trial_id: int) -> None:
-        self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp())
+        self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp(self._clock.now()))
         with self._lock:
             self._owned.add(trial_id)
 
@@ -182,7 +176,10 @@ class Heartbeat:
 
     def _run(self) -> None:
         while not self._stop.wait(self._interval_s):
-            self.beat()
+            try:
+                self.beat()
+            except Exception as error:  # noqa: BLE001 - reported; a storage that stays down lets the trial go stale
+                log.warning("heartbeat not stamped: %s", one_line(error))
 
     def beat(self) -> None:
         with self._lock:
@@ -196,7 +193,7 @@ class Heartbeat:
         if self._storage.get_trial(trial_id).state != TrialState.RUNNING:
             return False
         try:
-            self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp())
+            self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp(self._clock.now()))
         except UpdateFinishedTrialError:
             return False  # finished between the check and the stamp
         return True
@@ -212,8 +209,9 @@ class StaleTrial:
     retried: bool
 
 
-def stale_reason(trial: FrozenTrial, grace_s: float) -> str | None:
-    """Why a RUNNING trial is stale, or None when its sweeper may still be running it."""
+def stale_reason(trial: FrozenTrial, grace_s: float, now: float) -> str | None:
+    """Why a RUNNING trial is stale, or None when its worker may still be running it (`now`: the storage's
+    clock, which stamped the heartbeat)."""
     owned = Owner.of(trial)
     if owned is None:
         started = trial.datetime_start
@@ -222,15 +220,18 @@ def stale_reason(trial: FrozenTrial, grace_s: float) -> str | None:
     owner, heartbeat = owned
     if owner.gone():
         return f"its worker process {owner} is gone"
-    silence = time.time() - heartbeat
+    silence = now - heartbeat
     return f"no heartbeat from its worker {owner} for {silence:.0f} s" if silence > grace_s else None
 
 
-def resolve_stale_trials(study: optuna.Study, storage: BaseStorage, grace_s: float, retries: int) -> list[StaleTrial]:
+def resolve_stale_trials(study: optuna.Study, storage: BaseStorage, grace_s: float, retries: int,
+                         clock: StorageClock) -> list[StaleTrial]:
     """Fail the study's stale RUNNING trials and re-queue each (same params) up to `retries` times."""
     resolved = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        reason = stale_reason(trial, grace_s)
+    running = study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+    now = clock.now() if running else 0.0
+    for trial in running:
+        reason = stale_reason(trial, grace_s, now)
         if reason is not None and _fail_stale(storage, trial_id(storage, study.study_name, trial.number), reason):
             retried = _requeue(study, trial, retries)
             resolved.append(StaleTrial(trial.number, reason, retried))
@@ -284,10 +285,10 @@ def open_study(name: str, url: str | None, base_dir: str) -> optuna.Study | str:
     if path is not None and not path.exists():
         return f"no Optuna storage at {path} (run from the sweep's launch directory, or --storage)"
     try:
-        storage = open_storage(url, base_dir)
-    except STORAGE_ERRORS as error:
-        return f"cannot open Optuna storage {url} ({one_line(error)})"
+        storage = open_storage(url, base_dir, default_timeouts())
+    except (*STORAGE_ERRORS, StorageFault) as error:
+        return f"cannot open Optuna storage {masked(url)} ({redacted(one_line(error), url)})"
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        return f"no study {name!r} in {url}"
+        return f"no study {name!r} in {masked(url)}"

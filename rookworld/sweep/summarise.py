@@ -20,6 +20,7 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.sweep.storage_url import storage_file
 from rookworld.sweep.study import default_storage, open_study
 from rookworld.sweep.summary import fetch_study_runs, study_dict, study_markdown, summarise_study
 from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment
@@ -43,7 +44,11 @@ def load_runs(args: argparse.Namespace, tracking: DictConfig, base_dir: str) -> 
     if args.no_mlflow:
         return None
     tracking.uri, tracking.experiment = args.tracking_uri, args.experiment
-    found = find_experiment(TrackingSettings.from_config(tracking, base_dir))
+    settings = TrackingSettings.from_config(tracking, base_dir)
+    store = storage_file(settings.uri, base_dir) if settings.uri.startswith("sqlite:///") else None
+    if store is not None and not store.exists():  # opening it would create an empty store
+        raise TrackingError(f"--tracking-uri {args.tracking_uri}: no MLflow store at {store}")
+    found = find_experiment(settings)
     return None if found is None else fetch_study_runs(*found, args.study)
 
 

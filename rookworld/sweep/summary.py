@@ -243,6 +243,10 @@ def summary_dict(summary: SweepSummary) -> dict[str, Any]:
 # ---------------------------------------------------------------- plots
 
 
+_CURVE_DASHES = ("-", "--", ":", "-.")
+_CURVE_MARKERS = ("o", "s", "^", "v", "D")
+
+
 def _new_figure(width: float, height: float) -> Any:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -257,9 +261,11 @@ def _x_positions(trials: Sequence[TrialResult]) -> list[int]:
 
 
 def _outcome_legend(axes: Axes, outcomes: set[str]) -> None:
+    """A legend of the outcome colours, after the axes' own labelled lines (e.g. the running best)."""
     from matplotlib.lines import Line2D
 
-    handles = [
+    handles = [line for line in axes.get_lines() if not line.get_label().startswith("_")]
+    handles += [
         Line2D([], [], marker="o", linestyle="", color=OUTCOME_COLORS.get(o, "tab:purple"), label=o)
         for o in sorted(outcomes)
     ]
@@ -282,6 +288,12 @@ def _scatter_trial(axes: Axes, x: float, trial: TrialResult, floor: float) -> No
 
 def plot_optimisation_history(summary: SweepSummary, path: Path) -> Path:
     """Objective per trial (coloured by outcome; x: no objective) and the running best."""
+    optimisation_history_figure(summary).savefig(path, dpi=110)
+    return path
+
+
+def optimisation_history_figure(summary: SweepSummary) -> Any:
+    """The figure of plot_optimisation_history."""
     from matplotlib.ticker import MaxNLocator
 
     figure = _new_figure(7, 4)
@@ -300,8 +312,7 @@ def plot_optimisation_history(summary: SweepSummary, path: Path) -> Path:
     axes.set(xlabel="trial", ylabel=OBJECTIVE_METRIC, title=f"Optimisation history ({summary.direction})")
     _outcome_legend(axes, {t.outcome for t in summary.trials})
     figure.suptitle(summary.study, fontsize="small")
-    figure.savefig(path, dpi=110)
-    return path
+    return figure
 
 
 def _axis_values(values: list[str | None]) -> tuple[list[float], list[str] | None]:
@@ -334,7 +345,11 @@ def outcome_vs_params_figure(summary: SweepSummary) -> Any:
         if categories is not None:
             axes.set_xticks(range(len(categories)), categories, rotation=30, fontsize="small")
         elif key in summary.log_scale:
+            from matplotlib.ticker import LogLocator, NullFormatter
+
             axes.set_xscale("log")
+            axes.xaxis.set_major_locator(LogLocator(numticks=4))
+            axes.xaxis.set_minor_formatter(NullFormatter())  # labelled minor ticks collide within a decade
         axes.set(xlabel=key, ylabel=OBJECTIVE_METRIC)
     _outcome_legend(figure.axes[0], {t.outcome for t in summary.trials})
     figure.suptitle(f"Objective and outcome against swept parameters\n{summary.study}", fontsize="small")
@@ -345,18 +360,29 @@ def plot_reward_curves(
     client: MlflowClient, summary: SweepSummary, path: Path, top_k: int = 5
 ) -> Path:
     """`reward` against step for the best `top_k` trials."""
+    reward_curves_figure(client, summary, top_k).savefig(path, dpi=110)
+    return path
+
+
+def reward_curves_figure(client: MlflowClient, summary: SweepSummary, top_k: int) -> Any:
+    """The figure of plot_reward_curves: whole steps on the x axis; each curve its own dashes and markers, so that
+    identical curves stay visible."""
+    from matplotlib.ticker import MaxNLocator
+
     figure = _new_figure(7, 4)
     axes = figure.add_subplot()
-    for t in summary.ranked()[:top_k]:
+    for index, t in enumerate(summary.ranked()[:top_k]):
         history = sorted(client.get_metric_history(t.run_id, REWARD_METRIC), key=lambda m: m.step)
         label = f"trial {t.trial}: {t.outcome}, {OBJECTIVE_METRIC} {_fmt_objective(t.objective)}"
-        axes.plot([m.step for m in history], [m.value for m in history], label=label)
+        axes.plot([m.step for m in history], [m.value for m in history], label=label,
+                  linestyle=_CURVE_DASHES[index % len(_CURVE_DASHES)], marker=_CURVE_MARKERS[index % len(_CURVE_MARKERS)],
+                  markersize=4, alpha=0.85)
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     axes.set(xlabel="step", ylabel=REWARD_METRIC, title=f"Reward of the best {top_k} trials")
     figure.suptitle(summary.study, fontsize="small")
     if axes.lines:
         axes.legend(fontsize="small")
-    figure.savefig(path, dpi=110)
-    return path
+    return figure
 
 
 # ---------------------------------------------------------------- logging to the parent

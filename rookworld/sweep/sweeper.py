@@ -14,8 +14,10 @@ sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry poin
    numbers this launch (worker seeds), fails stale trials of dead workers, and gets the study's one
    MLflow parent run (rookworld/sweep/mlflow_parent.py);
 3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.run_worker`
-   (rookworld/sweep/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/gpus.py), each
-   asking, running and telling trials until the study holds `n_trials`; they die with this process;
+   (rookworld/sweep/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/gpus.py), with CUDA MPS
+   when workers share a GPU (rookworld/sweep/mps.py), each asking, running and telling trials until the
+   study holds `n_trials`; they die with this process. A worker that dies is noticed at once: its trial
+   is failed and re-queued and a new worker takes its slot (`max_worker_restarts`);
 4. **ends the study** when it is finished (no trial running anywhere): prints the summary and logs
    it on the parent run, which it ends. Otherwise (other machines still running trials) the last
    launch to finish does that.
@@ -39,12 +41,15 @@ class RookworldOptunaSweeper(Sweeper):
 
     def __init__(self, sampler: DictConfig, direction: Any, storage: Any, study_name: Any, n_trials: Any,
                  n_jobs: Any, max_failure_rate: Any, params: Any, stale_retries: Any, heartbeat_interval_s: Any,
-                 grace_period_s: Any, validate: Any) -> None:
+                 grace_period_s: Any, validate: Any, max_worker_restarts: Any, connect_timeout_s: Any,
+                 statement_timeout_s: Any, lock_wait_s: Any, lock_lease_s: Any) -> None:
         # checked in sweep(): an error here would be wrapped by Hydra's instantiate into a traceback
         self._raw = {"sampler": sampler, "direction": direction, "storage": storage, "study_name": study_name,
                      "n_trials": n_trials, "n_jobs": n_jobs, "max_failure_rate": max_failure_rate, "params": params,
                      "stale_retries": stale_retries, "heartbeat_interval_s": heartbeat_interval_s,
-                     "grace_period_s": grace_period_s, "validate": validate}
+                     "grace_period_s": grace_period_s, "validate": validate,
+                     "max_worker_restarts": max_worker_restarts, "connect_timeout_s": connect_timeout_s,
+                     "statement_timeout_s": statement_timeout_s, "lock_wait_s": lock_wait_s, "lock_lease_s": lock_lease_s}
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -53,15 +58,25 @@ class RookworldOptunaSweeper(Sweeper):
         self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
 
     def sweep(self, arguments: list[str]) -> None:
+        from sqlalchemy.exc import SQLAlchemyError
+
         from rookworld.sweep.launch import Launch, UserError
+        from rookworld.sweep.lock import StorageFault
 
         try:
             launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
+            code = launch.run_workers()
+            launch.finish()
         except UserError as error:
             print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
             sys.exit(2)
-        code = launch.run_workers()
-        launch.finish()
+        except (StorageFault, SQLAlchemyError) as error:  # a full disk, a timeout, a lost database server
+            from rookworld.sweep.storage_url import redacted
+            from rookworld.tracking import one_line
+
+            text = str(error) if isinstance(error, StorageFault) else one_line(error)
+            print(f"rookworld: error: {redacted(text, str(self._raw['storage']))}", file=sys.stderr, flush=True)
+            sys.exit(1)
         if code:
             sys.exit(code)
 

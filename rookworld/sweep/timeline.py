@@ -5,7 +5,7 @@ Each worker logs `ready`, each trial's `start` and `end`, and `done` with wall-c
 `.sweep/launch.json`. For each launch:
 
 - trials/h: finished trials / (last trial's end - launch start);
-- idle: the share of slot time (workers x that wall time) in which a slot ran no trial: worker
+- idle: the share of slot time (worker slots x that wall time) in which a slot ran no trial: worker
   start-up, asking and telling between trials, and the tail when no trial is left to start;
 - steady idle: the same between each worker's first trial start and its last trial end (the time
   between trials only).
@@ -34,7 +34,8 @@ class LaunchTimeline:
 
 def read_timeline(launch_dir: Path) -> LaunchTimeline:
     control = launch_dir / ".sweep"
-    start = json.loads((control / "launch.json").read_text())["start"]
+    launch = json.loads((control / "launch.json").read_text())
+    start, slots = launch["start"], launch["workers"]  # slots: a worker that died and its replacement share one
     workers = [[json.loads(line) for line in path.read_text().splitlines()] for path in sorted(control.glob("worker_*.jsonl"))]
     spans = []  # per worker: (first start, last end, busy seconds, trials)
     for events in workers:
@@ -48,8 +49,8 @@ def read_timeline(launch_dir: Path) -> LaunchTimeline:
     end = max(s[1] for s in spans)
     wall, busy, trials = end - start, sum(s[2] for s in spans), sum(s[3] for s in spans)
     steady = sum(s[1] - s[0] for s in spans)
-    return LaunchTimeline(str(launch_dir), len(workers), trials, round(wall, 1), round(trials / wall * 3600, 1),
-                          round(1 - busy / (len(workers) * wall), 4), round(1 - busy / steady, 4),
+    return LaunchTimeline(str(launch_dir), slots, trials, round(wall, 1), round(trials / wall * 3600, 1),
+                          round(1 - busy / (slots * wall), 4), round(1 - busy / steady, 4),
                           round(sum(s[0] - start for s in spans) / len(spans), 1))
 
 

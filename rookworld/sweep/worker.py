@@ -47,8 +47,10 @@ from rookworld.sweep.space import SearchSpace
 log = logging.getLogger(__name__)
 
 PARENT_PID_ENV = "ROOKWORLD_SWEEP_PARENT"
+STORAGE_ENV = "ROOKWORLD_SWEEP_STORAGE"  # the storage URL, password and all (the stored spec holds it masked)
 SEED_STRIDE = 10_000  # seed offset between launches; workers of one launch take offsets 0, 1, ...
 TOO_MANY_FAILURES_EXIT = 3
+STORAGE_FAULT_EXIT = 4  # the storage failed (a timeout, a full disk): reported in one line
 _PR_SET_PDEATHSIG = 1
 
 
@@ -124,26 +126,29 @@ def timeline_path(launch_dir: str | Path, index: int) -> Path:
 
 
 class Worker:
-    def __init__(self, spec: WorkerSpec, index: int) -> None:
+    def __init__(self, spec: WorkerSpec, index: int, url: str) -> None:
         import optuna
 
+        from rookworld.sweep.clock import StorageClock
         from rookworld.sweep.space import make_sampler
         from rookworld.sweep.study import Heartbeat, open_storage
 
-        self.spec, self.index = spec, index
+        self.spec, self.index, self.url = spec, index, url
         self.task_function = spec.task.load()
         settings = spec.settings
-        self.storage = open_storage(settings.storage, spec.base_dir)
+        self.storage = open_storage(url, spec.base_dir, settings.timeouts)
         sampler = make_sampler(settings.sampler, SEED_STRIDE * spec.launch + index, spec.space)
         self.study = optuna.load_study(study_name=settings.study_name, storage=self.storage, sampler=sampler)
-        self.heartbeat = Heartbeat(self.storage, settings.heartbeat_interval_s)
+        self.clock = StorageClock(url, spec.base_dir, settings.timeouts.connect_args())
+        self.heartbeat = Heartbeat(self.storage, settings.heartbeat_interval_s, self.clock)
         self._timeline = open(timeline_path(spec.launch_dir, index), "a", buffering=1)
 
     def event(self, name: str, **fields: Any) -> None:
         self._timeline.write(json.dumps({"event": name, "t": time.time(), "worker": self.index, **fields}) + "\n")
 
     def run(self) -> int:
-        self.event("ready", pid=os.getpid(), gpu=os.environ.get("CUDA_VISIBLE_DEVICES"))
+        self.event("ready", pid=os.getpid(), gpu=os.environ.get("CUDA_VISIBLE_DEVICES"),
+                   mps=os.environ.get("CUDA_MPS_PIPE_DIRECTORY"))
         with self.heartbeat:
             while True:
                 try:
@@ -169,8 +174,9 @@ class Worker:
         from rookworld.sweep.study import is_stale_failure, resolve_stale_trials, trial_id
 
         s = self.spec.settings
-        with storage_lock(s.storage, self.spec.base_dir, f"study:{s.study_name}"):
-            resolve_stale_trials(self.study, self.storage, s.grace_period_s, s.stale_retries)
+        self.study.get_trials(deepcopy=False)  # reads the study's news outside the lock: under it, only what is newer
+        with storage_lock(self.url, self.spec.base_dir, f"study:{s.study_name}", s.timeouts):
+            resolve_stale_trials(self.study, self.storage, s.grace_period_s, s.stale_retries, self.clock)
             counted = [t for t in self.study.get_trials(deepcopy=False)
                        if t.state != TrialState.WAITING and not is_stale_failure(t)]
             if len(counted) >= s.n_trials:

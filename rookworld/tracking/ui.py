@@ -20,12 +20,14 @@ MODEL_TRAINING_KIND = "custom_model_development"
 VIEW_KEY = "rookworld"
 VIEW_TAG = f"mlflow.sharedViewState.{VIEW_KEY}"
 VIEW_NAME = "rookworld: outcomes"
-VIEW_COLUMNS = (  # the runs table's columns, as the UI names them
+# The runs table's columns, as the UI names them. Not `eval/score`: a column shows a metric's last value, and a
+# run that diverged before its first evaluation would show its untrained step-0 score above every success;
+# `objective` is the score of a success and the failure penalty of a diverged run.
+VIEW_COLUMNS = (
     "tags.`rookworld.outcome`",
     "tags.`rookworld.stop_reason`",
     "tags.`rookworld.trial`",
     "metrics.`objective`",
-    "metrics.`eval/score`",
 )
 RUNS_VIEW_PATH = "#/experiments/{experiment_id}/runs?workflowType=machine_learning&viewStateShareKey=" + VIEW_KEY
 

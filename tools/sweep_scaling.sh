@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# How `sweeps=throughput` scales with GPUs, with its default settings (12 workers per GPU; CUDA MPS started by the
+# sweeper, trial.mps=auto): 1, 2 and 4 GPUs, then one GPU with MPS started by hand as the reference. Each run is
+# its own study of TRIALS_PER_GPU x GPUs trials (default 48: ~8 minutes for all four on H100s). One table at the end:
+#   bash tools/sweep_scaling.sh                  # LOG_DIR=. PYTHON=python3 TRIALS_PER_GPU=48 GPU_COUNTS="1 2 4"
+set -euo pipefail
+python=${PYTHON:-python3}
+per_gpu=${TRIALS_PER_GPU:-48}
+logs=${LOG_DIR:-.}
+stamp=$(date +%H%M%S)
+workers=12  # sweeps/throughput.yaml: trial.trials_per_gpu
+rows=()
+
+run() {  # NAME GPU_COUNT [overrides...]: one study; appends its timeline row
+    local name=$1 count=$2
+    shift 2
+    local study=scaling_${stamp}_$name
+    CUDA_VISIBLE_DEVICES=$(seq -s, 0 $((count - 1))) "$python" -m rookworld.train -m sweeps=throughput \
+        hydra.sweeper.study_name="$study" hydra.sweeper.n_jobs=$((count * workers)) \
+        hydra.sweeper.n_trials=$((count * per_gpu)) "$@" >"$logs/$study.log" 2>&1 \
+        || { echo "$study failed:"; tail -20 "$logs/$study.log"; return 1; }
+    grep -h "CUDA MPS unavailable" "$logs/$study.log" || true
+    rows+=("$name $count $("$python" -m rookworld.sweep.timeline --json outputs/sweeps/"$study"/*)")
+}
+
+for count in ${GPU_COUNTS:-1 2 4}; do
+    run "${count}gpu" "$count"
+done
+# The reference: MPS started by hand, as docs/sweeps.md described before the sweeper did it.
+pipe=$(mktemp -d /tmp/mps-XXXX)
+export CUDA_MPS_PIPE_DIRECTORY=$pipe CUDA_MPS_LOG_DIRECTORY=$pipe
+CUDA_VISIBLE_DEVICES=0 nvidia-cuda-mps-control -d
+run 1gpu_mps_by_hand 1 || true
+echo quit | nvidia-cuda-mps-control
+unset CUDA_MPS_PIPE_DIRECTORY CUDA_MPS_LOG_DIRECTORY
+
+printf '%s\n' "${rows[@]}" | "$python" <(cat <<'PY'
+import json, sys
+rows = [line.split(" ", 2) for line in sys.stdin if line.strip()]
+rows = [(name, int(gpus), json.loads(timeline)) for name, gpus, timeline in rows]
+base = next(r["trials_per_hour"] for name, _, r in rows if name == "1gpu")
+print("| run | GPUs | workers | trials | wall s | trials/h | x 1 GPU | slot idle | steady idle |")
+print("|---|---|---|---|---|---|---|---|---|")
+for name, gpus, r in rows:
+    print(f"| {name} | {gpus} | {r['workers']} | {r['trials']} | {r['wall_s']} | {r['trials_per_hour']:.0f} | "
+          f"{r['trials_per_hour'] / base:.2f} | {100 * r['idle']:.1f}% | {100 * r['steady_idle']:.1f}% |")
+PY
+)
