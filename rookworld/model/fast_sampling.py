@@ -37,6 +37,7 @@ the model on it. How the work reaches the GPU differs:
 from __future__ import annotations
 
 import contextlib
+import gc
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -292,7 +293,7 @@ class StaticDecoder:
         graph = torch.cuda.CUDAGraph()
         if generator is not None:
             graph.register_generator_state(generator)
-        with torch.cuda.graph(graph, pool=self.pool, stream=side):
+        with capturing(graph, self.pool, side):
             work()
         self.captures += 1
         return graph
@@ -548,6 +549,23 @@ def distinct_prompts(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[
             rows.append(row)
         leader.append(first[key])
     return rows, leader
+
+
+@contextlib.contextmanager
+def capturing(graph: torch.cuda.CUDAGraph, pool, stream: torch.cuda.Stream):
+    """torch.cuda.graph with Python's garbage collector paused until the capture ends. A collection
+    during a capture can destroy an earlier trainer's CUDA graphs (a sweep worker runs trial after
+    trial in one process), and destroying a graph is not allowed while a stream captures: the capture
+    fails ("operation not permitted when stream is capturing"). torch.cuda.graph collects once before
+    it starts, so the old graphs go then."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with torch.cuda.graph(graph, pool=pool, stream=stream):
+            yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def side_stream(device: torch.device) -> torch.cuda.Stream:

@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from rookworld.model.fast_sampling import side_stream
+from rookworld.model.fast_sampling import capturing, side_stream
 
 PROMPT_KEYS = ("prompt_ids", "prompt_mask", "prompt_positions")           # [U, P]: padded on the left
 COMPLETION_KEYS = ("completion_ids", "completion_positions", "mask", "ref_logp", "old_logp")  # [B, N]: right
@@ -104,7 +104,7 @@ class ShapeGraphs:
     def _capture(self, inputs: dict[str, Tensor], static: dict):
         static_inputs = {name: tensor.clone() for name, tensor in inputs.items()}
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=self.pool, stream=side_stream(self.device)):
+        with capturing(graph, self.pool, side_stream(self.device)):
             static_outputs = self.fn(static_inputs, **static)
         return graph, static_inputs, static_outputs
 
