@@ -171,6 +171,8 @@ def _validate_tracking(tracking: DictConfig) -> None:
 def _validate_guards(guards: DictConfig) -> None:
     """conf/guards/: every window an integer >= 0 (0 = detector off), every threshold a positive number."""
     _require_int(guards.max_nonfinite_steps, "guards.max_nonfinite_steps", 1)
+    require(isinstance(guards.keep_finite_weights, bool), "guards.keep_finite_weights", guards.keep_finite_weights,
+            "must be true or false")
     for name in ("kl_growth", "entropy", "grad_norm", "reward"):
         _require_int(guards[name].window, f"guards.{name}.window", 0, " (0 = off)")
     g, e, n, r = guards.kl_growth, guards.entropy, guards.grad_norm, guards.reward

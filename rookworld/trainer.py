@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
+from rookworld.finite_weights import LastFiniteWeights
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
@@ -34,7 +35,7 @@ from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.outcomes import PRUNED, SUCCESS
+from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import StepScores
 from rookworld.tasks import Problem
@@ -155,6 +156,7 @@ class Trainer:
         self._make_pass_graphs()
         if cfg.resume_from:
             self.resume(cfg.resume_from)
+        self.finite_weights = LastFiniteWeights(self.policy.parameters(), cfg.guards.keep_finite_weights)
 
     # ---------------------------------------------------------------- the loop
     def fit(self) -> RunResult:
@@ -185,6 +187,8 @@ class Trainer:
         return self._finish(outcome, reason)
 
     def _finish(self, outcome: str, reason: str) -> RunResult:
+        if outcome == NAN_FAILURE and self.finite_weights.restore():
+            reason = f"{reason}; the policy keeps its last finite weights"
         final_eval = None
         objective = float(self.cfg.objective.failure_penalty)
         if outcome == SUCCESS:
@@ -226,7 +230,11 @@ class Trainer:
                                    self.cfg.grpo.advantage_std)
             batch.advantages = adv.values.to(self.device)
         with timer("update"):
+            sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
+            self.finite_weights.save_if(sampling_finite)
             queued = self.update(step, batch)
+            queued["nonfinite/sampling"] = (~sampling_finite).float()
+            queued["nonfinite/weights"] = (~self.finite_weights.check()).float()
             self._prefetch_rows()  # host work while the GPU runs the update
             update = read_metrics(queued)
         kl = update.pop("kl", None)
@@ -244,7 +252,8 @@ class Trainer:
         }
         metrics["step_time"] = timer.total
         metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
-        return metrics, update["nonfinite"] > 0
+        nonfinite = update["nonfinite"] > 0 or update["nonfinite/weights"] > 0 or update["nonfinite/sampling"] > 0
+        return metrics, nonfinite
 
     def _take_rows(self) -> list[Problem]:
         rows = self._prefetched[1] if self._prefetched is not None else self.sample_rows()

@@ -123,6 +123,22 @@ def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
     assert "outcome: nan_failure" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_finite_weights(tmp_path, capsys, device):
+    """Step 1's loss and gradient are finite; its update makes the weights so large that from step 2 on
+    the sampler meets non-finite logits (CPU: the plain sampler; CUDA: the fused one, argmax over NaN)."""
+    cfg = tiny_config(tmp_path, "optimizer=sgd", "optimizer.lr=1e30", "steps=6", "task_mix=env_only", f"device={device}")
+    trainer = build_trainer(cfg, make_tracker(cfg))
+    start = [p.detach().clone() for p in trainer.policy.parameters()]
+    result = trainer.fit()
+    assert (result.outcome, result.steps) == ("nan_failure", 4)  # steps 2, 3, 4: guards.max_nonfinite_steps=3
+    assert "3 non-finite steps in a row; the policy keeps its last finite weights" in result.reason
+    # the last weights the sampler ran on without non-finite logits: the starting ones
+    assert all(torch.equal(a, b) for a, b in zip(start, trainer.policy.parameters(), strict=True))
+    assert "outcome: nan_failure" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("overrides", [
     ["kl=adaptive", "kl.estimator=k2", "optimizer.lr=3e-6", "task_mix=env_only", "reward=exact"],
     ["kl=none", "optimizer=sgd", "task_mix=policy_only", "grpo.loss_type=dr_grpo", "grpo.scale_rewards=none"],
