@@ -103,6 +103,7 @@ def validate(cfg: DictConfig) -> None:
     _one_of("model.dtype", cfg.model.dtype, DTYPES)
     _validate_tracking(cfg.tracking)
     _validate_guards(cfg.guards)
+    _validate_resume_check(cfg.resume_check)
 
 
 def validate_bench(cfg: DictConfig) -> None:
@@ -184,6 +185,14 @@ def _validate_guards(guards: DictConfig) -> None:
     require(_is_number(n.factor) and n.factor > 1, "guards.grad_norm.factor", n.factor, "must be a number > 1")
     _require_int(n.steps_above, "guards.grad_norm.steps_above", 1)
     require(_is_number(r.drop) and r.drop > 0, "guards.reward.drop", r.drop, "must be a number > 0")
+
+
+def _validate_resume_check(check: DictConfig) -> None:
+    may_change = check.may_change
+    require(OmegaConf.is_list(may_change) and all(isinstance(p, str) and p for p in may_change),
+            "resume_check.may_change", may_change, "must be a list of key patterns")
+    require(isinstance(check.accept_changes, bool), "resume_check.accept_changes", check.accept_changes,
+            "must be true or false")
 
 
 def _require_int(value, key: str, least: int, note: str = "") -> None:

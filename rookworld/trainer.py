@@ -34,8 +34,9 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
-from rookworld.optim import build_optimizer, lr_at, set_lr
+from rookworld.optim import build_optimizer, load_state_keeping_settings, lr_at, set_lr
 from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
+from rookworld.resume_check import check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import StepScores
 from rookworld.tasks import Problem
@@ -529,11 +530,19 @@ class Trainer:
         directory = Path(self.cfg.checkpoint.dir) / f"step_{self.step:06d}"
         save_pretrained(self.policy, self.tokenizer, directory)
         torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
+        save_config(self.cfg, directory)
         return directory
 
     def resume(self, directory: str | Path) -> None:
-        """Continue the run save_checkpoint() wrote to `directory`: the policy's weights, then the trainer
-        state (the reference stays the starting policy unless the state carries a synced one)."""
+        """Continue the run save_checkpoint() wrote to `directory`, once its config is checked against
+        this one (rookworld/resume_check.py): the policy's weights, then the trainer state (the reference
+        stays the starting policy unless the state carries a synced one)."""
+        allowed, accepted = check_resume(self.cfg, directory)
+        if accepted:
+            print("resume: resume_check.accept_changes=true accepts changes against the checkpoint: "
+                  + ", ".join(f"{key} ({old!r} -> {new!r})" for key, (old, new) in accepted.items()), flush=True)
+        self.tracker.log_dict({"accepted": {k: list(v) for k, v in accepted.items()},
+                               "allowed": {k: list(v) for k, v in allowed.items()}}, "resume_changes.json")
         saved, _ = load_model(path=directory, device=self.device, dtype="float32")
         self.policy.load_state_dict(saved.state_dict())
         self.load_state_dict(torch.load(Path(directory) / TRAINER_STATE_FILE, weights_only=False))
@@ -565,7 +574,7 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.step = state["step"]
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_state_keeping_settings(self.optimizer, state["optimizer"])
         self.kl.load_state_dict(state["kl"])
         self.guards.load_state_dict(state["guards"])
         self.sampler.load_state_dict(state["sampler"])
