@@ -25,8 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
-from rookworld.finite_weights import LastFiniteWeights
 from rookworld.evaluate import EvalResult, evaluate
+from rookworld.finite_weights import LastFiniteWeights
 from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate

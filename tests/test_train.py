@@ -129,7 +129,8 @@ def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
 def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_finite_weights(tmp_path, capsys, device):
     """Step 1's loss and gradient are finite; its update makes the weights so large that from step 2 on
     the sampler meets non-finite logits (CPU: the plain sampler; CUDA: the fused one, argmax over NaN)."""
-    cfg = tiny_config(tmp_path, "optimizer=sgd", "optimizer.lr=1e30", "steps=6", "task_mix=env_only", f"device={device}")
+    cfg = tiny_config(tmp_path, "optimizer=sgd", "optimizer.lr=1e30", "steps=6", "task_mix=env_only", f"device={device}",
+                      "eval.num_policy=1", "eval.num_arbiter=1")
     trainer = build_trainer(cfg, make_tracker(cfg))
     start = [p.detach().clone() for p in trainer.policy.parameters()]
     result = trainer.fit()
