@@ -103,6 +103,7 @@ def validate(cfg: DictConfig) -> None:
     _one_of("model.dtype", cfg.model.dtype, DTYPES)
     _validate_tracking(cfg.tracking)
     _validate_guards(cfg.guards)
+    _validate_resume_check(cfg.resume_check)
 
 
 def validate_bench(cfg: DictConfig) -> None:
@@ -171,6 +172,8 @@ def _validate_tracking(tracking: DictConfig) -> None:
 def _validate_guards(guards: DictConfig) -> None:
     """conf/guards/: every window an integer >= 0 (0 = detector off), every threshold a positive number."""
     _require_int(guards.max_nonfinite_steps, "guards.max_nonfinite_steps", 1)
+    require(isinstance(guards.keep_finite_weights, bool), "guards.keep_finite_weights", guards.keep_finite_weights,
+            "must be true or false")
     for name in ("kl_growth", "entropy", "grad_norm", "reward"):
         _require_int(guards[name].window, f"guards.{name}.window", 0, " (0 = off)")
     g, e, n, r = guards.kl_growth, guards.entropy, guards.grad_norm, guards.reward
@@ -182,6 +185,14 @@ def _validate_guards(guards: DictConfig) -> None:
     require(_is_number(n.factor) and n.factor > 1, "guards.grad_norm.factor", n.factor, "must be a number > 1")
     _require_int(n.steps_above, "guards.grad_norm.steps_above", 1)
     require(_is_number(r.drop) and r.drop > 0, "guards.reward.drop", r.drop, "must be a number > 0")
+
+
+def _validate_resume_check(check: DictConfig) -> None:
+    may_change = check.may_change
+    require(OmegaConf.is_list(may_change) and all(isinstance(p, str) and p for p in may_change),
+            "resume_check.may_change", may_change, "must be a list of key patterns")
+    require(isinstance(check.accept_changes, bool), "resume_check.accept_changes", check.accept_changes,
+            "must be true or false")
 
 
 def _require_int(value, key: str, least: int, note: str = "") -> None:

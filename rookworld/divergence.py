@@ -5,8 +5,10 @@ Each detector watches one per-step metric against a rule of `conf/guards/` (and 
 recorded result (the run gets `objective.failure_penalty`), never something to tune away:
 
   nan_failure         `guards.max_nonfinite_steps` non-finite steps in a row: a skipped update
-                      (non-finite loss or gradient norm) or a non-finite kl, entropy or reward
-  kl_failure          kl above `kl.max` for `kl.max_steps_above` steps in a row (today's guard)
+                      (non-finite loss or gradient norm), an update that left a weight non-finite,
+                      non-finite logits met by the sampler, or a non-finite kl, entropy or reward
+  kl_failure          kl above `kl.max` for `kl.max_steps_above` steps in a row (a non-finite kl
+                      is nan_failure's: it leaves this count as it is)
   diverged:kl_growth  the mean kl of the last `window` steps is at least `factor` x the mean of
                       the `window` steps before (0 before the run's first steps: the policy starts
                       as the reference) and above `min_fraction` x kl.max, while kl is still at or
@@ -64,16 +66,16 @@ class NonFinite:
 
 @dataclass
 class KLCeiling:
-    """kl_failure: kl above `kl_max` (or non-finite) for `steps_above` steps in a row."""
+    """kl_failure: kl above `kl_max` for `steps_above` steps in a row (a non-finite kl is not counted
+    either way: the non-finite guard decides those steps)."""
     kl_max: float
     steps_above: int
     in_row: int = 0
 
     def observe(self, kl: float | None) -> Stop | None:
-        if kl is None:
+        if not _finite(kl):
             return None
-        above = not math.isfinite(kl) or kl > self.kl_max
-        self.in_row = self.in_row + 1 if above else 0
+        self.in_row = self.in_row + 1 if kl > self.kl_max else 0
         if self.in_row >= self.steps_above:
             return KL_FAILURE, f"kl={kl:.4g} > kl.max={self.kl_max} for {self.in_row} step(s)"
         return None

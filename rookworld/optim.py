@@ -27,6 +27,22 @@ def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr
     return floor + 0.5 * (peak_lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
+def schedule_uses_steps(optimizer) -> bool:
+    """Whether lr_at depends on the run's total steps: the cosine decays to a floor below the peak.
+    `optimizer`: the optimizer config (a node or a plain dict)."""
+    return optimizer["min_lr_ratio"] < 1
+
+
+def load_state_keeping_settings(optimizer: torch.optim.Optimizer, state: dict) -> None:
+    """Load a checkpoint's optimizer state (moments, step counts) but keep the hyperparameters of the
+    optimizer's param groups, which come from the current config (load_state_dict would replace them
+    with the checkpoint's)."""
+    settings = [{key: value for key, value in group.items() if key != "params"} for group in optimizer.param_groups]
+    optimizer.load_state_dict(state)
+    for group, setting in zip(optimizer.param_groups, settings, strict=True):
+        group.update(setting)
+
+
 def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
     for group in optimizer.param_groups:
         group["lr"] = lr

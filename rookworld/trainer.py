@@ -26,6 +26,7 @@ from omegaconf import DictConfig, OmegaConf
 from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
+from rookworld.finite_weights import LastFiniteWeights
 from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
@@ -33,8 +34,9 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
-from rookworld.optim import build_optimizer, lr_at, set_lr
-from rookworld.outcomes import PRUNED, SUCCESS
+from rookworld.optim import build_optimizer, load_state_keeping_settings, lr_at, set_lr
+from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
+from rookworld.resume_check import check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import StepScores
 from rookworld.tasks import Problem
@@ -162,6 +164,7 @@ class Trainer:
         self._make_pass_graphs()
         if cfg.resume_from:
             self.resume(cfg.resume_from)
+        self.finite_weights = LastFiniteWeights(self.policy.parameters(), cfg.guards.keep_finite_weights)
 
     # ---------------------------------------------------------------- the loop
     def fit(self) -> RunResult:
@@ -192,6 +195,8 @@ class Trainer:
         return self._finish(outcome, reason)
 
     def _finish(self, outcome: str, reason: str) -> RunResult:
+        if outcome == NAN_FAILURE and self.finite_weights.restore():
+            reason = f"{reason}; the policy keeps its last finite weights"
         final_eval = None
         objective = float(self.cfg.objective.failure_penalty)
         if outcome == SUCCESS:
@@ -233,7 +238,11 @@ class Trainer:
                                    self.cfg.grpo.advantage_std)
             batch.advantages = adv.values.to(self.device)
         with timer("update"):
+            sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
+            self.finite_weights.save_if(sampling_finite)
             queued = self.update(step, batch)
+            queued["nonfinite/sampling"] = (~sampling_finite).float()
+            queued["nonfinite/weights"] = (~self.finite_weights.check()).float()
             self._prefetch_rows()  # host work while the GPU runs the update
             update = read_metrics(queued)
         kl = update.pop("kl", None)
@@ -251,7 +260,8 @@ class Trainer:
         }
         metrics["step_time"] = timer.total
         metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
-        return metrics, update["nonfinite"] > 0
+        nonfinite = update["nonfinite"] > 0 or update["nonfinite/weights"] > 0 or update["nonfinite/sampling"] > 0
+        return metrics, nonfinite
 
     def _take_rows(self) -> list[Problem]:
         rows = self._prefetched[1] if self._prefetched is not None else self.sample_rows()
@@ -527,11 +537,19 @@ class Trainer:
         directory = Path(self.cfg.checkpoint.dir) / f"step_{self.step:06d}"
         save_pretrained(self.policy, self.tokenizer, directory)
         torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
+        save_config(self.cfg, directory)
         return directory
 
     def resume(self, directory: str | Path) -> None:
-        """Continue the run save_checkpoint() wrote to `directory`: the policy's weights, then the trainer
-        state (the reference stays the starting policy unless the state carries a synced one)."""
+        """Continue the run save_checkpoint() wrote to `directory`, once its config is checked against
+        this one (rookworld/resume_check.py): the policy's weights, then the trainer state (the reference
+        stays the starting policy unless the state carries a synced one)."""
+        allowed, accepted = check_resume(self.cfg, directory)
+        if accepted:
+            print("resume: resume_check.accept_changes=true accepts changes against the checkpoint: "
+                  + ", ".join(f"{key} ({old!r} -> {new!r})" for key, (old, new) in accepted.items()), flush=True)
+        self.tracker.log_dict({"accepted": {k: list(v) for k, v in accepted.items()},
+                               "allowed": {k: list(v) for k, v in allowed.items()}}, "resume_changes.json")
         saved, _ = load_model(path=directory, device=self.device, dtype="float32")
         self.policy.load_state_dict(saved.state_dict())
         self.load_state_dict(torch.load(Path(directory) / TRAINER_STATE_FILE, weights_only=False))
@@ -563,7 +581,7 @@ class Trainer:
 
     def load_state_dict(self, state: dict) -> None:
         self.step = state["step"]
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_state_keeping_settings(self.optimizer, state["optimizer"])
         self.kl.load_state_dict(state["kl"])
         self.guards.load_state_dict(state["guards"])
         self.sampler.load_state_dict(state["sampler"])

@@ -95,6 +95,8 @@ def test_non_finite_steps_and_the_kl_ceiling():
     assert (step, outcome) == (7, NAN_FAILURE)
     nan_entropy = with_changes(series, 10, entropy=lambda t, v: math.nan)
     assert first_stop(Guards(default_guards(), KL_MAX, 2), nan_entropy)[1][0] == NAN_FAILURE
+    nan_kl = with_changes(series, 10, kl=lambda t, v: math.nan)  # the NaN guard's, though kl.max_steps_above=2 < 3
+    assert first_stop(Guards(default_guards(), KL_MAX, 2), nan_kl) == (13, (NAN_FAILURE, "3 non-finite steps in a row"))
     above = with_changes(series, 10, kl=lambda t, v: 6.0)
     guards = Guards(default_guards("guards.kl_growth.window=0"), KL_MAX, 2)
     assert first_stop(guards, above) == (12, (KL_FAILURE, "kl=6 > kl.max=5.0 for 2 step(s)"))

@@ -4,6 +4,10 @@ The decoder runs the same algorithm with the same generator draws, so tokens mus
 when sampling; on the GPU the benchmark's self-check repeats these comparisons with graphs on.
 """
 
+import json
+import subprocess
+import sys
+
 import pytest
 import torch
 
@@ -157,6 +161,33 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
     assert results["trials"]["errors"] == []
     assert "update" in format_report(results)
     assert write_results(results, str(tmp_path / "bench.json"))[-1].is_file()
+
+
+PLANTED_FAILURE = """
+import runpy, sys
+import rookworld.bench.checks as checks
+plain = checks.generate
+def planted(*args, **kwargs):  # the plain sampler's first token of row 0 changed: the fast path no longer matches it
+    generation = plain(*args, **kwargs)
+    generation.completion_ids[0, 0] += 1
+    return generation
+checks.generate = planted
+sys.argv[0] = checks.__file__.replace("checks.py", "__main__.py")
+runpy.run_module("rookworld.bench", run_name="__main__")
+"""
+
+
+def test_a_failed_self_check_makes_the_bench_exit_non_zero_with_one_line(tmp_path):
+    overrides = ["model=tiny", "device=cpu", "prompts_per_step=2", "grpo.group_size=2", "sampling.max_new_tokens.P=6",
+                 "sampling.max_new_tokens.A=6", "bench.trl=false", f"hydra.run.dir={tmp_path}"]
+    proc = subprocess.run([sys.executable, "-c", PLANTED_FAILURE, *overrides], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith("rookworld: error: self-check failed: fp32_greedy: identical_rows=3 (must be == 4)")
+    assert "[fast path]" not in proc.stdout  # nothing is timed after a failed check
+    assert not json.loads((tmp_path / "bench.json").read_text())["self_check"]["ok"]
 
 
 # ---------------------------------------------------------------- the Triton kernels

@@ -21,6 +21,7 @@ from rookworld.rollout import Rollout
 from rookworld.scoring import StepScores
 from rookworld.tracking import make_tracker
 from rookworld.components import build_trainer
+from rookworld.resume_check import check_resume, save_config
 from rookworld.train import run
 from train_helpers import CONF_DIR, tiny_config
 
@@ -123,6 +124,23 @@ def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
     assert "outcome: nan_failure" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("device", [
+    "cpu", pytest.param("cuda", marks=pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA"))])
+def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_finite_weights(tmp_path, capsys, device):
+    """Step 1's loss and gradient are finite; its update makes the weights so large that from step 2 on
+    the sampler meets non-finite logits (CPU: the plain sampler; CUDA: the fused one, argmax over NaN)."""
+    cfg = tiny_config(tmp_path, "optimizer=sgd", "optimizer.lr=1e30", "steps=6", "task_mix=env_only", f"device={device}",
+                      "eval.num_policy=1", "eval.num_arbiter=1")
+    trainer = build_trainer(cfg, make_tracker(cfg))
+    start = [p.detach().clone() for p in trainer.policy.parameters()]
+    result = trainer.fit()
+    assert (result.outcome, result.steps) == ("nan_failure", 4)  # steps 2, 3, 4: guards.max_nonfinite_steps=3
+    assert "3 non-finite steps in a row; the policy keeps its last finite weights" in result.reason
+    # the last weights the sampler ran on without non-finite logits: the starting ones
+    assert all(torch.equal(a, b) for a, b in zip(start, trainer.policy.parameters(), strict=True))
+    assert "outcome: nan_failure" in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("overrides", [
     ["kl=adaptive", "kl.estimator=k2", "optimizer.lr=3e-6", "task_mix=env_only", "reward=exact"],
     ["kl=none", "optimizer=sgd", "task_mix=policy_only", "grpo.loss_type=dr_grpo", "grpo.scale_rewards=none"],
@@ -181,7 +199,8 @@ def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
     straight = make_trainer(tmp_path, *common, "checkpoint.every=2")
     straight.fit()
     checkpoint = tmp_path / "checkpoints" / "step_000002"
-    resumed = make_trainer(tmp_path / "resumed", *common, f"resume_from={checkpoint}")
+    # log_every (like checkpoint.*, which differs here too) is one of the keys a resume may change
+    resumed = make_trainer(tmp_path / "resumed", *common, "log_every=3", f"resume_from={checkpoint}")
     assert resumed.step == 2
     resumed.fit()
     assert resumed.kl.coef == straight.kl.coef
@@ -190,6 +209,60 @@ def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
     assert any(moved), "the run must have changed the parameters for the comparison to mean anything"
     for (name, a), b in zip(straight.policy.named_parameters(), resumed.policy.parameters()):
         assert torch.equal(a, b), name
+
+
+CHECKPOINTED = ["steps=1", "task_mix=env_only", "eval.num_policy=1", "eval.num_arbiter=1"]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """The checkpoint of a one-step run of CHECKPOINTED (a real run: weights, trainer state, config)."""
+    folder = tmp_path_factory.mktemp("checkpointed")
+    make_trainer(folder, *CHECKPOINTED, "checkpoint.every=1").fit()
+    return folder / "checkpoints" / "step_000001"
+
+
+@pytest.mark.parametrize("overrides, keys", [
+    (["optimizer.lr=1e-4"], ["optimizer.lr"]),
+    (["grpo.group_size=2"], ["grpo.group_size"]),
+    (["kl.coef=0.5", "kl.estimator=k3"], ["kl.coef", "kl.estimator"]),
+    (["optimizer.weight_decay=0.5"], ["optimizer.weight_decay"]),
+    (["steps=8"], ["steps"]),  # the cosine schedule (optimizer.min_lr_ratio < 1) depends on the steps
+])
+def test_a_resume_that_changes_the_run_is_refused_in_one_line_naming_each_key(tmp_path, checkpoint, overrides, keys):
+    with pytest.raises(ConfigError) as refused:
+        make_trainer(tmp_path, *CHECKPOINTED, *overrides, f"resume_from={checkpoint}")
+    message = str(refused.value)
+    assert message.startswith(f"resume_from='{checkpoint}': ") and "\n" not in message
+    named = re.findall(r"([\w.]+) \(", message.split(" in ", 1)[1].split("; ")[0])
+    assert named == keys, message  # checkpoint.dir and eval.cache_dir differ too: they may
+
+
+def test_a_refused_resume_exits_2_with_one_line(tmp_path, checkpoint):
+    from train_helpers import TINY_RUN
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", *TINY_RUN, "tracking=none", *CHECKPOINTED,
+                           f"hydra.run.dir={tmp_path}", f"resume_from={checkpoint}", "optimizer.lr=1e-4"],
+                          capture_output=True, text=True, timeout=180)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("rookworld: error: resume_from=") and "optimizer.lr (" in lines[0]
+
+
+def test_a_forced_resume_applies_the_new_optimizer_settings(tmp_path, checkpoint, capsys):
+    trainer = make_trainer(tmp_path, *CHECKPOINTED, "optimizer.weight_decay=0.5", "resume_check.accept_changes=true",
+                           f"resume_from={checkpoint}")
+    assert trainer.step == 1 and trainer.optimizer.state  # moments and step counts from the checkpoint ...
+    assert [group["weight_decay"] for group in trainer.optimizer.param_groups] == [0.5]  # ... settings from the config
+    assert "accepts changes against the checkpoint: optimizer.weight_decay (0.0 -> 0.5)" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("min_lr_ratio, refused", [(0.1, ["steps"]), (1.0, [])])
+def test_steps_may_change_only_while_the_schedule_does_not_use_them(tmp_path, min_lr_ratio, refused):
+    ratio = f"optimizer.min_lr_ratio={min_lr_ratio}"
+    save_config(tiny_config(tmp_path, ratio, "steps=4"), tmp_path)
+    resumed = tiny_config(tmp_path, ratio, "steps=8", f"resume_from={tmp_path}", "resume_check.accept_changes=true")
+    allowed, accepted = check_resume(resumed, tmp_path)
+    assert list(accepted) == refused and ("steps" in allowed) == (not refused)
 
 
 def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_path(tmp_path):

@@ -65,3 +65,16 @@ def test_a_run_that_raises_is_tagged_failed_with_the_message(tmp_path):
     assert logged.data.tags["rookworld.outcome"] == "failed"
     assert "missing.jsonl" in logged.data.tags["rookworld.stop_reason"]
     assert logged.info.status == "FAILED"
+
+
+def test_a_forced_resume_is_logged_on_the_run(tmp_path):
+    run(tiny_config(tmp_path / "first", "task_mix=env_only", "steps=1", "checkpoint.every=1"))
+    checkpoint = tmp_path / "first" / "checkpoints" / "step_000001"
+    cfg, client = tracked(tmp_path, "steps=1", "optimizer.weight_decay=0.5", "resume_check.accept_changes=true",
+                          f"resume_from={checkpoint}")
+    run(cfg)
+    logged = only_run(client)
+    assert logged.data.params["resume_check.accept_changes"] == "true"
+    changes = json.loads(open(client.download_artifacts(logged.info.run_id, "resume_changes.json")).read())
+    assert changes["accepted"] == {"optimizer.weight_decay": [0.0, 0.5]}
+    assert "tracking.backend" in changes["allowed"]  # the first run was not tracked

@@ -14,6 +14,8 @@
 #            the check and tiny modes' timings, no self-check
 #   trl      TRL GRPOTrainer side by side
 # Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
+# Exit status: 1 when any mode's bench exited non-zero (a failed self-check exits 1 with one line
+# naming the check; a timeout 124), after running every mode; the failed modes are listed at the end.
 # Wheels: the GPU image's torch/triton wheels; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):
 #   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux2014_x86_64 -d .whl/trl trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
@@ -37,11 +39,17 @@ nvidia-smi --query-gpu=timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu
     --format=csv,noheader -lms 500 > "$OUT/clocks.csv" 2>&1 &
 CLOCKS=$!
 trap 'kill $CLOCKS 2>/dev/null' EXIT
+FAILED=()
 bench() {  # bench NAME TIMEOUT OVERRIDES...
     local name=$1 limit=$2; shift 2
     echo "=== $name: $*"
     timeout "$limit" python3 -m rookworld.bench bench.random_weights=true bench.output="$OUT/$name.json" \
         hydra.run.dir="/tmp/runs/$name" "$@" 2>&1 | tee "$OUT/$name.log" | grep -v "^step " | tail -60
+    local status=${PIPESTATUS[0]}
+    if [ "$status" -ne 0 ]; then
+        echo "=== $name FAILED: exit status $status"
+        FAILED+=("$name")
+    fi
 }
 # rookworld_tiny at the GRPO recipe's caps, task mix and update (no activation checkpointing), 8 x 8
 TINY="model=rookworld_tiny bench.random_weights=false bench.full_length=false sampling.max_new_tokens.P=112
@@ -64,6 +72,10 @@ for mode in ${1//,/ }; do
         soak) bench soak 400 bench.self_check=false bench.steps=500 bench.trl=false ;;
         tinysoak) bench tinysoak 400 $TINY bench.steps=500 bench.self_check=false bench.trl=false ;;
         trl) bench trl 300 bench.self_check=false bench.steps=8 bench.trl=auto bench.trl_steps=5 ;;
-        *) echo "unknown mode $mode" ;;
+        *) echo "unknown mode $mode"; FAILED+=("$mode") ;;
     esac
 done
+if [ ${#FAILED[@]} -gt 0 ]; then
+    echo "failed modes: ${FAILED[*]}"
+    exit 1
+fi

@@ -1,10 +1,13 @@
-"""`python -m rookworld.bench [overrides]`: time real GRPO steps on the current device (steps.py)."""
+"""`python -m rookworld.bench [overrides]`: time real GRPO steps on the current device (steps.py).
+A failed self-check stops before the timing and exits with status 1 and one line naming the checks."""
 from __future__ import annotations
+
+import sys
 
 import hydra
 from omegaconf import DictConfig
 
-from rookworld.bench.steps import format_report, run, write_results
+from rookworld.bench.steps import format_report, run, self_check_line, write_results
 from rookworld.config import PROJECT_TARGETS
 from rookworld.errors import exit_on_user_error
 
@@ -15,6 +18,9 @@ def main(cfg: DictConfig) -> None:
         results = run(cfg)
     print(format_report(results))
     print("results: " + ", ".join(str(p.resolve()) for p in write_results(results, cfg.bench.output)))
+    if not results.get("self_check", {"ok": True})["ok"]:
+        print(f"rookworld: error: {self_check_line(results['self_check'])}", file=sys.stderr)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@
   `sampling.generate` must give identical tokens; their log-probs agree to float32 rounding.
 - bfloat16 (the training setting): graph replay vs the same decoder run eagerly must give identical
   tokens (same kernels, same generator stream); against the plain sampler under autocast (float32
-  residual stream) the agreement is reported, not required: bf16 rounding flips near-ties of a
-  random model's flat distributions, after which the rows diverge.
+  residual stream) most tokens must agree: bf16 rounding may flip near-ties of a random model's
+  flat distributions, after which the rows diverge.
 - Log-probs and loss: the fused Triton log-probs vs the chunked ones under autocast, on a sampled
   batch: max |difference| of log-probs, relative difference of a GRPO loss and of its gradient.
 - CUDA graphs of the update (grpo.cuda_graphs): on a sampled batch, the replayed forward + backward
@@ -17,6 +17,9 @@
   trainer's log-prob pass (CUDA graphs when on) against the same pass over the whole batch: every
   completion must be scored against its own prompt. A row scored against another row's prompt moves
   its log-probs by nats; the same rows in another batch shape differ by bf16 rounding only.
+
+Every figure a check reports is gated by TOLERANCES (the reasoning behind each bound:
+docs/performance.md); `ok` is false and `failed` names each check and figure out of bounds.
 """
 from __future__ import annotations
 
@@ -36,6 +39,22 @@ from rookworld.rollout import prompt_ids
 
 CHECK_TOKENS = 48  # completion tokens per row in the checks (the plain sampler is slow)
 SEED = 1234
+ALL_ROWS = "rows"  # identical_rows must equal the check's rows
+
+# check -> figure -> (rule, bound); docs/performance.md justifies each bound.
+SUBSET_LOGPROB_TOLERANCE = 0.1  # nats: bf16 rounding of another batch shape; a wrong prompt moves nats
+TOLERANCES = {
+    "fp32_greedy": {"identical_rows": ("==", ALL_ROWS), "max_logprob_diff": ("<=", 1e-4)},
+    "fp32_sampled": {"identical_rows": ("==", ALL_ROWS), "max_logprob_diff": ("<=", 1e-4)},
+    "bf16_graph_vs_eager_sampled": {"identical_rows": ("==", ALL_ROWS), "max_logprob_diff": ("<=", 0.0)},
+    "bf16_vs_plain_autocast_greedy": {"token_agreement": (">=", 0.95), "max_logprob_diff": ("<=", 0.1)},
+    "fused_logprobs": {"max_logprob_diff": ("<=", 1e-4), "loss_rel_diff": ("<=", 1e-4),
+                       "grad_rel_diff": ("<=", 0.03), "grad_cosine": (">=", 0.9995)},
+    "graphed_update": {"replays_same_loss": ("==", True), "replays_grad_cosine": (">=", 0.99999),
+                       "loss_rel_diff": ("<=", 1e-3), "max_logprob_diff": ("<=", 0.15),
+                       "grad_rel_diff": ("<=", 0.05), "grad_cosine": (">=", 0.999)},
+    "shuffled_micro_batches": {"max_logprob_diff": ("<=", SUBSET_LOGPROB_TOLERANCE)},
+}
 
 
 def self_check(trainer) -> dict:
@@ -66,12 +85,24 @@ def self_check(trainer) -> dict:
             results["graphed_update"] = compare_graphed_update(trainer, graphs)
     sampled_batch = graphs if device.type == "cuda" else fast
     results["shuffled_micro_batches"] = compare_shuffled_micro_batches(trainer, sampled_batch)
-    results["ok"] = all(results[k]["identical_rows"] == len(rows) for k in
-                        ("fp32_greedy", "fp32_sampled", "bf16_graph_vs_eager_sampled") if k in results)
-    for check in ("graphed_update", "shuffled_micro_batches"):
-        if check in results:
-            results["ok"] = results["ok"] and results[check]["ok"]
+    results["failed"] = [line for name, result in results.items() if isinstance(result, dict)
+                         for line in gate(name, result)]
+    results["ok"] = not results["failed"]
     return results
+
+
+def gate(name: str, result: dict) -> list[str]:
+    """Each figure of check `name` outside its tolerance, as `check: figure=value (rule bound)`. A check
+    without tolerances passes only on its own `ok`."""
+    if name not in TOLERANCES:
+        return [] if result.get("ok") is True else [f"{name}: no tolerance stated and no ok=true"]
+    failures = []
+    for figure, (rule, bound) in TOLERANCES[name].items():
+        value, limit = result.get(figure), result["rows"] if bound == ALL_ROWS else bound
+        within = value is not None and {"==": value == limit, "<=": value <= limit, ">=": value >= limit}[rule]
+        if not within:
+            failures.append(f"{name}: {figure}={value} (must be {rule} {limit})")
+    return failures
 
 
 def run_decoder(decoder: StaticDecoder, request: dict, settings: dict, device: torch.device) -> Generation:
@@ -167,12 +198,8 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
               "grad_cosine": cosine(eager_grad, replay_grad)}
     # The forward is deterministic; attention backward kernels add in a varying order (atomics),
     # so two replays' gradients agree to rounding, not bit for bit.
-    result["ok"] = (result["replays_same_loss"] and result["replays_grad_cosine"] > 0.99999
-                    and result["loss_rel_diff"] < 1e-2 and result["grad_cosine"] > 0.999)
+    result["ok"] = not gate("graphed_update", result)
     return result
-
-
-SUBSET_LOGPROB_TOLERANCE = 0.1  # nats: bf16 rounding of another batch shape; a wrong prompt moves nats
 
 
 def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:

@@ -182,6 +182,8 @@ def format_report(results: dict) -> str:
     lines = [f"device: {results['environment'].get('gpu', results['environment']['device'])} | "
              f"torch {results['environment']['torch']}",
              f"model: {results['model']}", f"shapes: {results['shapes']}", f"decoder: {results['decoder']}"]
+    if "self_check" in results:
+        lines.append(self_check_line(results["self_check"]))
     for name in ("fast", "plain"):
         if name in results:
             lines += format_timing(name, results[name])
@@ -195,6 +197,13 @@ def format_report(results: dict) -> str:
     if "trl" in results:
         lines.append(f"TRL: {results['trl']}")
     return "\n".join(lines)
+
+
+def self_check_line(check: dict) -> str:
+    names = [name for name, result in check.items() if isinstance(result, dict)]
+    if check["ok"]:
+        return f"self-check: passed ({', '.join(names)})"
+    return "self-check failed: " + "; ".join(check["failed"])
 
 
 def format_timing(name: str, timing: dict) -> list[str]:
@@ -241,6 +250,9 @@ def run(cfg: DictConfig) -> dict:
     if b.self_check:
         results["self_check"] = self_check(trainer)
         print("self-check: " + json.dumps(results["self_check"]), flush=True)
+        if not results["self_check"]["ok"]:  # nothing to time: the fast path is not the plain one
+            release(trainer)
+            return results
     results["fast" if b.decoder == "fast" else "plain"] = time_steps(trainer, b.warmup, b.steps)
     if trainer.policy_graphs is not None:
         results["pass_graph_captures"] = {"update": trainer.policy_graphs.captures,

@@ -152,7 +152,8 @@ def sample_and_record(logits: Tensor, noise: Tensor, temperature: float, greedy:
                       fed_position: Tensor, vocab: int) -> None:
     """Two launches: (rows x vocabulary chunks) partial log-sum-exp and argmax, then per row the
     combination and the bookkeeping. Sampling maximises z / T - log(noise), the log of torch's
-    probs / noise (same order, so the same token up to float rounding of near-ties)."""
+    probs / noise (same order, so the same token up to float rounding of near-ties). Non-finite logits
+    in an active row give it a NaN log-prob (and an in-vocabulary token), with no host sync."""
     B = logits.shape[0]
     chunks = triton.cdiv(vocab, SAMPLE_CHUNK)
     partial = torch.empty(4, B, chunks, dtype=torch.float32, device=logits.device)
@@ -352,6 +353,9 @@ if triton is not None:
             z = z / temperature
             noise = tl.load(noise_ptr + row * noise_stride + cols, mask=valid, other=1.0)
             key = tl.where(valid, z - tl.log(noise), -float("inf"))
+        # A NaN key (non-finite logits) never wins, so the token stays a vocabulary id; the row's log-prob
+        # is NaN all the same (z_max and the sum below see the NaN), which is how the trainer detects it.
+        key = tl.where(key == key, key, -float("inf"))
         z_max = tl.max(z, 0)
         out = partial_ptr + row * chunks + chunk
         stride = tl.num_programs(0) * chunks

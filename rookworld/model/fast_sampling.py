@@ -49,8 +49,7 @@ from torch.nn.attention import sdpa_kernel
 from rookworld.model import decode_kernels as kernels
 from rookworld.model.fused_logprobs import VOCAB_ALIGN
 from rookworld.model.gpt2 import ATTENTION_BACKENDS, GPT, attention_bias, attention_mask_4d
-from rookworld.model.sampling import (Generation, PlainDecoder, check_request, keep_top_k, keep_top_p,
-                                      left_pad)
+from rookworld.model.sampling import Generation, PlainDecoder, check_request, left_pad, sample_next
 
 MAX_STOPS = 8
 FinishedHook = Callable[[list[int], list[list[int]]], None]  # (rows, their completions' token ids)
@@ -405,7 +404,8 @@ class StaticDecoder:
                 b.stops, spec.n_stops, b.step, spec.pad_id, b.out_tokens, b.out_logprobs, b.out_active, b.emitted,
                 b.position, b.fed_position, self.model.config.vocab_size)
         else:
-            self._record(*sample_tokens(b.logits[:, :self.model.config.vocab_size], spec, generator), spec)
+            logits = b.logits[:, :self.model.config.vocab_size].float()
+            self._record(*sample_next(logits, spec.temperature, spec.top_k, spec.top_p, spec.greedy, generator), spec)
         if self.use_kernels:
             self._forward_kernels()
         else:
@@ -518,24 +518,6 @@ def make_decoder(model: GPT, *, check_every: int, ignore_stops: bool = False) ->
     if model.wte.weight.device.type == "cuda":
         return StaticDecoder(model, ignore_stops=ignore_stops, check_every=check_every)
     return PlainDecoder(model, ignore_stops=ignore_stops)
-
-
-def sample_tokens(logits: Tensor, spec: SamplingSpec, generator: torch.Generator | None) -> tuple[Tensor, Tensor]:
-    """`sampling.sample_next` with torch.multinomial's one-sample algorithm written out: no host sync."""
-    logits = logits.float()
-    if spec.greedy:
-        token = logits.argmax(-1)
-        return token, logits.log_softmax(-1).gather(-1, token[:, None])[:, 0]
-    logits = logits / spec.temperature
-    if spec.top_k is not None and spec.top_k > 0:
-        logits = keep_top_k(logits, spec.top_k)
-    if spec.top_p is not None and spec.top_p < 1.0:
-        logits = keep_top_p(logits, spec.top_p)
-    logprobs = logits.log_softmax(-1)
-    probs = logprobs.exp()
-    noise = torch.empty_like(probs).exponential_(1, generator=generator)
-    token = (probs / noise).argmax(-1)
-    return token, logprobs.gather(-1, token[:, None])[:, 0]
 
 
 def distinct_prompts(prompts: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:

@@ -122,8 +122,11 @@ def sample_next(logits: Tensor, temperature: float, top_k: int | None, top_p: fl
     if top_p is not None and top_p < 1.0:
         logits = keep_top_p(logits, top_p)
     logprobs = logits.log_softmax(-1)
-    token = torch.multinomial(logprobs.exp(), 1, generator=generator)
-    return token[:, 0], logprobs.gather(-1, token)[:, 0]
+    # torch.multinomial's one-sample algorithm written out: it raises on non-finite probabilities
+    # (after a host sync); this returns a token and a non-finite log-prob, which the trainer counts.
+    noise = torch.empty_like(logprobs).exponential_(1, generator=generator)
+    token = (logprobs.exp() / noise).argmax(-1)
+    return token, logprobs.gather(-1, token[:, None])[:, 0]
 
 
 def keep_top_k(logits: Tensor, k: int) -> Tensor:

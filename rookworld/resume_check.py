@@ -1,0 +1,72 @@
+"""What a resume may change: every checkpoint stores its run's resolved config (config.yaml beside the
+weights), and `resume_from` compares it with the new run's. Keys listed in `resume_check.may_change`
+(conf/config.yaml: logging, output and time-limit knobs) may differ, and so may `steps` while the LR
+schedule does not depend on it; any other difference stops the run with one line naming every
+differing key, unless `resume_check.accept_changes=true`, which the run's params record and which
+logs the changes it accepted."""
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from rookworld.config import ConfigError
+from rookworld.optim import schedule_uses_steps
+
+CONFIG_FILE = "config.yaml"
+
+Changes = dict[str, tuple]  # key -> (the checkpoint's value, the new value)
+
+
+def save_config(cfg: DictConfig, directory: Path) -> None:
+    OmegaConf.save(resolved(cfg), Path(directory) / CONFIG_FILE)
+
+
+def resolved(cfg: DictConfig) -> dict:
+    return OmegaConf.to_container(cfg, resolve=True)
+
+
+def check_resume(cfg: DictConfig, directory: str | Path) -> tuple[Changes, Changes]:
+    """(changes a resume may make, changes accepted by resume_check.accept_changes); ConfigError when
+    the checkpoint has no config or other keys differ and the changes are not accepted."""
+    path = Path(directory) / CONFIG_FILE
+    accept = cfg.resume_check.accept_changes
+    if not path.is_file():
+        if accept:
+            return {}, {CONFIG_FILE: ("missing", "not compared")}
+        raise ConfigError(f"resume_from={str(directory)!r}: the checkpoint has no {CONFIG_FILE} to compare this "
+                          f"config with; resume_check.accept_changes=true resumes anyway")
+    saved = OmegaConf.to_container(OmegaConf.load(path))
+    changes = differences(saved, resolved(cfg))
+    allowed = {key: values for key, values in changes.items() if may_change(key, cfg, saved)}
+    refused = {key: values for key, values in changes.items() if key not in allowed}
+    if refused and not accept:
+        listed = ", ".join(f"{key} ({old!r} -> {new!r})" for key, (old, new) in refused.items())
+        raise ConfigError(f"resume_from={str(directory)!r}: the config differs from the checkpoint's in {listed}; "
+                          f"a resume may change only resume_check.may_change, and steps while the LR schedule "
+                          f"does not use them; resume_check.accept_changes=true resumes anyway")
+    return allowed, refused
+
+
+def may_change(key: str, cfg: DictConfig, saved: dict) -> bool:
+    if key == "steps":
+        return not schedule_uses_steps(cfg.optimizer) and not schedule_uses_steps(saved["optimizer"])
+    return any(fnmatchcase(key, pattern) for pattern in cfg.resume_check.may_change)
+
+
+def differences(saved: dict, current: dict) -> Changes:
+    """Dotted keys whose values differ (a key only one side has counts, with None on the other)."""
+    old, new = flatten(saved), flatten(current)
+    return {key: (old.get(key), new.get(key)) for key in sorted(old.keys() | new.keys())
+            if key not in old or key not in new or old[key] != new[key]}
+
+
+def flatten(tree: dict, prefix: str = "") -> dict:
+    flat = {}
+    for key, value in tree.items():
+        if isinstance(value, dict) and value:
+            flat.update(flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
