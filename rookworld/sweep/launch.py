@@ -19,6 +19,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rookworld.config import ConfigError
+from rookworld.interrupts import Interrupted
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace
 from rookworld.sweep.context import ParentRef, write_parent_ref
@@ -26,7 +27,7 @@ from rookworld.tracking import absolute_path, hydra_base_dir, one_line
 
 log = logging.getLogger(__name__)
 LAUNCHES_ATTR = "rookworld:launches"  # study user attr: how many sweep launches joined it
-STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to end their trials before SIGKILL
+STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to close their trials' runs before SIGKILL
 _ABSENT = object()
 
 
@@ -109,14 +110,11 @@ class Launch:
         return max(0, self.spec.settings.n_trials - counted)
 
     def wait(self) -> int:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             codes = [worker.wait() for worker in self.workers]
-        except KeyboardInterrupt:
+        except Interrupted:
             self.stop_workers()
-            return 130
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+            raise
         for index, code in enumerate(codes):
             if code not in (0, 3):  # 3: too many failures, already reported by the worker
                 print(f"rookworld: error: sweep worker {index} exited with code {code} (its trial is retried by the "
@@ -174,10 +172,6 @@ class Launch:
             print(study_markdown(summarise_study(study, fetch_study_runs(client, parent.experiment_id,
                                                                         study.study_name))), flush=True)
             log.info("study %s finished: MLflow parent run %s ended", study.study_name, parent.run_id)
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 # ---------------------------------------------------------------- validation

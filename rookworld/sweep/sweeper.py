@@ -53,15 +53,22 @@ class RookworldOptunaSweeper(Sweeper):
         self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
 
     def sweep(self, arguments: list[str]) -> None:
+        from rookworld.interrupts import Interrupted, raise_on_signals
         from rookworld.sweep.launch import Launch, UserError
 
+        raise_on_signals()
         try:
             launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
+            code = launch.run_workers()
+            launch.finish()
         except UserError as error:
             print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
             sys.exit(2)
-        code = launch.run_workers()
-        launch.finish()
+        except Interrupted as stop:
+            # the workers closed their trials' runs (KILLED); the same command resumes the study
+            print(f"rookworld: {stop.stop_reason}: sweep stopped; the same command resumes it", file=sys.stderr,
+                  flush=True)
+            sys.exit(stop.exit_code)
         if code:
             sys.exit(code)
 
