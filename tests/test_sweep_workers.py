@@ -146,6 +146,11 @@ def read_only_dir(tmp_path: Path) -> str:
     ("steps=abc", "steps='abc': expected a number (its default: "),
     ("hydra.sweeper.storage=foo://nowhere", "hydra.sweeper.storage='foo://nowhere': cannot open the Optuna storage"),
     ("hydra.sweep.dir=READ_ONLY", "hydra.sweep.dir='READ_ONLY': cannot create the launch folder"),
+    ("hydra.sweeper.sampler.seed=abc", "hydra.sweeper.sampler.seed=abc: Value 'abc' of type 'str' could not be "
+                                       "converted to Integer"),
+    ("optimizer.lr=interval(1e-3,1e-5)", "optimizer.lr=interval(1e-3,1e-5): `low <= high` must hold"),
+    ("optimzer.lr=1e-4", "optimzer.lr=1e-4: no key 'optimzer.lr' in the config (did you mean optimizer.lr?)"),
+    ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: "),
 ])
 def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override: str, message: str) -> None:
     target = read_only_dir(tmp_path)
@@ -159,6 +164,8 @@ def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override
     if journal.exists() and "smoke" in optuna.get_all_study_names(open_storage(f"journal:{journal}", "/")):
         assert load_study(f"journal:{journal}").trials == []
     assert not list(tmp_path.glob("outputs/sweeps/*/*/trial_*"))
+    if not override.startswith("hydra.sweep.dir="):
+        assert not list(tmp_path.glob("outputs/sweeps/*/*"))  # no launch folder
 
 
 @pytest.mark.slow
