@@ -48,7 +48,8 @@ def describe(error: Exception, argv: list[str], config_name: str) -> str:
     key = _after(str(error), "Could not override '", "'")
     if key is not None:
         typed = _typed(overrides, lambda k: k.lstrip("+~") == key, key)
-        keys = [k for k in config_keys(config_name, [o for o in overrides if o != typed]) if k.count(".") == key.count(".")]
+        others = [o for o in overrides if o != typed]
+        keys = [k for k in config_keys(config_name, others) if k.count(".") == key.count(".")]  # same depth
         return f"{typed}: no key {key!r} in the config{_close(key, keys)}"
     return " ".join(str(error).split())
 

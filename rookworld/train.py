@@ -12,6 +12,7 @@ from rookworld.components import build_trainer
 from rookworld.config import PROJECT_TARGETS, validate
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
+from rookworld.evaluate import describe_change
 from rookworld.sweep.context import trial_link
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.trainer import RunResult
@@ -26,7 +27,10 @@ def run(cfg: DictConfig) -> RunResult:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         trainer.tracker = tracker
-        return trainer.fit()
+        result = trainer.fit()
+    if trainer.first_eval is not None and trainer.last_eval is not None and result.final_eval:
+        print(describe_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps))
+    return result
 
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)

@@ -151,8 +151,9 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key)
 
 
 @pytest.mark.parametrize("override, line", [
-    ("model=rookworld_tyni", "model=rookworld_tyni: no option 'rookworld_tyni' in model/ (did you mean rookworld_tiny?); "
-                             "options: gpt2_124m_random, rookworld_lm_124m, rookworld_tiny, tiny"),
+    ("model=rookworld_tyni", "model=rookworld_tyni: no option 'rookworld_tyni' in model/ "
+                             "(did you mean rookworld_tiny?); options: gpt2_124m_random, rookworld_lm_124m, "
+                             "rookworld_tiny, tiny"),
     ("optimzer.lr=1e-4", "optimzer.lr=1e-4: no key 'optimzer.lr' in the config (did you mean optimizer.lr?)"),
     ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: kl_stability, recipe_search, smoke, "
                       "throughput"),
