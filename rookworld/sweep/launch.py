@@ -112,8 +112,8 @@ class Launch:
     def wait(self) -> int:
         try:
             codes = [worker.wait() for worker in self.workers]
-        except Interrupted:
-            self.stop_workers()
+        except Interrupted as stop:
+            self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
             raise
         for index, code in enumerate(codes):
             if code not in (0, 3):  # 3: too many failures, already reported by the worker
@@ -121,10 +121,10 @@ class Launch:
                       "next launch)", file=sys.stderr, flush=True)
         return 0 if all(code == 0 for code in codes) else 1
 
-    def stop_workers(self) -> None:
+    def stop_workers(self, signum: int = signal.SIGINT) -> None:
         for worker in self.workers:
             if worker.poll() is None:
-                worker.send_signal(signal.SIGINT)
+                worker.send_signal(signum)
         deadline = time.monotonic() + STOP_GRACE_S
         for worker in self.workers:
             try:
