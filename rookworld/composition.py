@@ -4,7 +4,9 @@ A typo on the command line (`model=rookworld_tyni`, `optimzer.lr=1e-4`, `sweeps=
 Hydra before any rookworld code runs, and Hydra reports it in several lines (for an unknown key it
 even advises `+optimzer.lr=...`, which would add the typo). `run_hydra_main(main)` runs a
 `@hydra.main` function so that such an error reaches rookworld instead, and prints the override as
-the user typed it, what is wrong, the close matches and the available options.
+the user typed it, what is wrong, the close matches and the available options. It does so by
+setting HYDRA_FULL_ERROR=1 (Hydra then raises instead of printing and exiting 1), so an error that is
+not a composition error (a bug) shows Python's full traceback rather than Hydra's shortened one.
 """
 from __future__ import annotations
 

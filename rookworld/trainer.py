@@ -518,7 +518,7 @@ class Trainer:
             return
         # No loss: at ratio 1 it is minus the mean of group-centred advantages, about 0 at every step
         # (README, The GRPO step); the gradient norm shows the update's size.
-        kl = f"kl {m['kl']:.2e}" if "kl" in m else "kl off"
+        kl = f"kl {m['kl']:.5f}" if "kl" in m else "kl off"
         print(f"step {self.step}/{self.cfg.steps} | reward {m['reward']:+.3f} ± {m['reward_std']:.3f} | "
               f"{kl} | grad norm {m['grad_norm']:.3f} | {m['step_time']:.2f} s", flush=True)
 
