@@ -24,12 +24,17 @@ def run_hydra_main(main: Callable[[], object], config_name: str) -> None:
     """Call `main` (decorated with @hydra.main on conf/`config_name`) with composition errors in one line."""
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
+    from rookworld.interrupts import Interrupted
+
     os.environ[_FULL_ERROR] = "1"
     try:
         main()
     except (ConfigCompositionException, OverrideParseException) as error:
         print(f"rookworld: error: {describe(error, sys.argv[1:], config_name)}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as stop:  # a multirun of Hydra's own launcher: its job's run is closed (KILLED)
+        print(f"rookworld: {stop.stop_reason}", file=sys.stderr)
+        sys.exit(stop.exit_code)
 
 
 def describe(error: Exception, argv: list[str], config_name: str) -> str:

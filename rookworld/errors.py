@@ -24,8 +24,7 @@ USER_ERRORS = (ConfigError, ModelLoadError, TrackingError, FileNotFoundError)
 @contextmanager
 def as_command() -> Iterator[None]:
     """The body of a `python -m rookworld.<command>` main function, under the exit policy above."""
-    if not in_multirun():
-        raise_on_signals()  # a sweep worker installs them itself, for its whole life
+    raise_on_signals()  # a no-op in a sweep worker, which installed them for its whole life
     try:
         yield
     except USER_ERRORS as error:

@@ -45,7 +45,10 @@ class _OnFirstSignal:
 
 
 def raise_on_signals() -> None:
-    """From now on, the first SIGTERM or SIGINT raises Interrupted in the main thread."""
+    """From now on, the first SIGTERM or SIGINT raises Interrupted in the main thread (once per process:
+    a second call keeps the handler, and whether it has fired)."""
+    if isinstance(signal.getsignal(signal.SIGTERM), _OnFirstSignal):
+        return
     handler = _OnFirstSignal()
     for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
