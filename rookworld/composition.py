@@ -44,7 +44,8 @@ def describe(error: Exception, argv: list[str], config_name: str) -> str:
     overrides = [a for a in argv if "=" in a and not a.startswith("-")]
     if isinstance(error, MissingConfigException) and error.missing_cfg_file and error.options is not None:
         group, _, option = error.missing_cfg_file.rpartition("/")
-        typed = _typed(overrides, lambda key: key.lstrip("+~").partition("@")[0] == group, f"{group}={option}")
+        typed = _typed([o for o in overrides if o.partition("=")[2] == option],
+                       lambda key: key.lstrip("+~").partition("@")[0] == group, f"{group}={option}")
         return f"{typed}: no option {option!r} in {group}/{_close(option, error.options)}; " \
                f"options: {', '.join(sorted(error.options))}"
     if isinstance(error, OverrideParseException):
