@@ -28,7 +28,7 @@ class SearchSpace:
         try:
             distributions, fixed_params, fixed_overrides = create_params_from_overrides(lines)
         except Exception as error:  # the grammar's own errors: one line naming the range at fault
-            raise ConfigError(f"{_culprit(params, arguments)}: {' '.join(str(error).split())}") from error
+            raise ConfigError(f"{_culprit(params, arguments)}: {_reason(error)}") from error
         for name in fixed_params:
             distributions.pop(name, None)  # fixed on the command line: not searched
         fixed = tuple(f"{k}={v}" for k, v in fixed_params.items()) + tuple(fixed_overrides)
@@ -68,6 +68,13 @@ def _culprit(params: dict[str, str], arguments: list[str]) -> str:
         except Exception:  # noqa: BLE001 - this is the line at fault; the caller raises the error
             return line
     return f"hydra.sweeper.params={params}"
+
+
+def _reason(error: Exception) -> str:
+    """The error on one line, without Hydra's "Error when parsing ..." header and documentation link."""
+    lines = [line for line in str(error).splitlines()
+             if not line.startswith(("Error when parsing", "Error parsing override", "See https"))]
+    return " ".join(" ".join(lines or [str(error)]).split())
 
 
 def _probe_value(distribution: BaseDistribution, index: int) -> Any:
