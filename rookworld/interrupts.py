@@ -11,6 +11,7 @@ while the run closes its MLflow run; SIGKILL still ends the process at once.
 from __future__ import annotations
 
 import signal
+import threading
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -46,7 +47,10 @@ class _OnFirstSignal:
 
 def raise_on_signals() -> None:
     """From now on, the first SIGTERM or SIGINT raises Interrupted in the main thread (once per process:
-    a second call keeps the handler, and whether it has fired)."""
+    a second call keeps the handler, and whether it has fired). Off the main thread (a launcher running jobs
+    in threads) it does nothing: only the main thread may handle signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return
     if isinstance(signal.getsignal(signal.SIGTERM), _OnFirstSignal):
         return
     handler = _OnFirstSignal()

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 from sweep_helpers import mlflow_runs, subprocess_env, wait_for
 
+from rookworld.interrupts import STOP_SIGNALS, Interrupted, raise_on_signals
+
 # The random tiny model on one problem a step: a step takes well under a second on a CPU.
 ENDLESS_RUN = ["model=tiny", "device=cpu", "steps=100000", "prompts_per_step=1", "grpo.group_size=2",
                "task_mix=env_only", "sampling.max_new_tokens.A=8", "eval.every=0", "eval.num_policy=1",
@@ -58,3 +60,18 @@ def test_a_second_signal_while_the_run_closes_changes_nothing(tmp_path: Path) ->
     assert process.returncode == 130 and stderr.strip().splitlines() == ["rookworld: stopped by SIGINT"], stderr
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "KILLED" and run.data.tags["rookworld.stop_reason"] == "stopped by SIGINT"
+
+
+def test_only_the_first_signal_raises_and_names_its_exit_code() -> None:
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        raise_on_signals()
+        with pytest.raises(Interrupted) as stopped:
+            signal.raise_signal(signal.SIGTERM)
+        assert (stopped.value.stop_reason, stopped.value.exit_code) == ("stopped by SIGTERM", 143)
+        raise_on_signals()  # a second call keeps the handler that already fired
+        signal.raise_signal(signal.SIGINT)  # ignored while the run closes
+        assert Interrupted(signal.SIGINT).exit_code == 130
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
