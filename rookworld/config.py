@@ -100,6 +100,9 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.checkpoint.every >= 0, "checkpoint.every", cfg.checkpoint.every, "must be >= 0 (0 = off)")
     require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
              "expected auto, cpu, cuda or cuda:N")
+    resolve_device(cfg.device)  # cuda on a machine without CUDA fails here, before any run opens
+    if k.ref_device != "same":
+        _require_available(k.ref_device, "kl.ref_device", "same or cpu")
     _one_of("model.dtype", cfg.model.dtype, DTYPES)
     _validate_tracking(cfg.tracking)
     _validate_guards(cfg.guards)
@@ -225,9 +228,13 @@ def _is_device(name) -> bool:
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return _require_available(name, "device", "cpu or auto")
+
+
+def _require_available(name: str, key: str, instead: str) -> torch.device:
     device = torch.device(name)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigError(f"device={name!r}: CUDA is not available on this machine (use device=cpu or auto)")
+    require(device.type != "cuda" or torch.cuda.is_available(), key, name,
+            f"CUDA is not available on this machine (use {key}={instead})")
     return device
 
 

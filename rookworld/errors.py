@@ -1,6 +1,9 @@
-"""The entry points' one error policy: a user error (bad config, model, data path, tracking store)
-prints `rookworld: error: <one line>` and exits with status 2; anything else is a bug and raises.
-In a Hydra multirun the error propagates instead, so the sweeper records it as the trial's failure."""
+"""The entry points' one exit policy. A user error (bad config, model, data path, tracking store)
+prints `rookworld: error: <one line>` and exits with status 2; SIGTERM / SIGINT (rookworld.interrupts)
+print `rookworld: stopped by SIGTERM` and exit with 128 + the signal (143 / 130) once the run has
+closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
+instead: the sweeper records a user error as the trial's failure, and a sweep worker ends on a
+signal (rookworld/sweep/run_worker.py)."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +14,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
 from rookworld.config import ConfigError
+from rookworld.interrupts import Interrupted, raise_on_signals
 from rookworld.model.hub import ModelLoadError
 from rookworld.tracking import TrackingError
 
@@ -18,7 +22,9 @@ USER_ERRORS = (ConfigError, ModelLoadError, TrackingError, FileNotFoundError)
 
 
 @contextmanager
-def exit_on_user_error() -> Iterator[None]:
+def as_command() -> Iterator[None]:
+    """The body of a `python -m rookworld.<command>` main function, under the exit policy above."""
+    raise_on_signals()  # a no-op in a sweep worker, which installed them for its whole life
     try:
         yield
     except USER_ERRORS as error:
@@ -26,6 +32,11 @@ def exit_on_user_error() -> Iterator[None]:
             raise
         print(f"rookworld: error: {error}", file=sys.stderr)
         sys.exit(2)
+    except Interrupted as stop:
+        if in_multirun():
+            raise
+        print(f"rookworld: {stop.stop_reason}", file=sys.stderr)
+        sys.exit(stop.exit_code)
 
 
 def in_multirun() -> bool:

@@ -16,6 +16,8 @@ The per-field rates are the reward criteria of each task (rookworld/tasks/, docs
   eval/A/score = ½·next_state + ½·mean(reward, terminated, truncated)
   eval/score   = ½·eval/P/score + ½·eval/A/score  (both held-out sets always, whatever the task mix,
                  so runs with different mixes compare; this is what sweeps optimise)
+  eval/score_se = the standard error of eval/score from the per-problem task scores:
+                 ½·sqrt(s_P²/n_P + s_A²/n_A) (sample variances; a set of fewer than 2 problems adds 0)
 EvalResult.problem_scores: each problem's own task score (the eval/P/score or eval/A/score formula on
 its criteria), in problem order: the paired values the Wilcoxon pruner compares across trials.
 """
@@ -82,4 +84,31 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
         if task_rows:
             metrics.update({f"eval/{task}/{k}": v for k, v in _mean_by_key(task_rows).items()})
     metrics.update(task_scores(metrics))
+    metrics["eval/score_se"] = score_standard_error([p.task for p in problems], problem_scores)
     return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores)
+
+
+def score_standard_error(tasks: list[str], values: list[float]) -> float:
+    """Standard error of eval/score (½·mean of P: values + ½·mean of A: values) from per-problem `values`:
+    per-problem scores give the score's own error, per-problem differences of two evaluations of the
+    same problems give the error of the change (paired)."""
+    variance = 0.0
+    for task in ("P", "A"):
+        own = [v for t, v in zip(tasks, values) if t == task]
+        if len(own) >= 2:
+            mean = sum(own) / len(own)
+            variance += 0.25 * sum((v - mean) ** 2 for v in own) / (len(own) - 1) / len(own)
+    return variance ** 0.5
+
+
+def describe_change(before: EvalResult, after: EvalResult, tasks: list[str], at_step: int) -> str:
+    """One line: eval/score from `before` to `after` with the paired standard error of the change, whether
+    it rose beyond that error, and the held-out metrics that moved."""
+    change = after.score - before.score
+    paired = score_standard_error(tasks, [b - a for a, b in zip(before.problem_scores, after.problem_scores)])
+    verdict = "improved" if change > paired else "no gain beyond the standard error"
+    moved = [f"{k} {before.metrics[k]:.3f} -> {v:.3f}" for k, v in after.metrics.items()
+             if k in before.metrics and k.count("/") == 2 and abs(v - before.metrics[k]) >= 5e-4]
+    return (f"{verdict} after {at_step} steps: eval/score {before.score:.4f} -> {after.score:.4f} "
+            f"({change:+.4f}, standard error of the change {paired:.4f} over {len(tasks)} held-out problems)"
+            + (f"; {', '.join(moved)}" if moved else ""))

@@ -25,7 +25,8 @@ from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_sf
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.data.records import position_key
-from rookworld.errors import exit_on_user_error
+from rookworld.composition import run_hydra_main
+from rookworld.errors import as_command
 from rookworld.evaluate import evaluate
 from rookworld.model.hub import save_pretrained
 from rookworld.model.sampling import PlainDecoder
@@ -143,9 +144,9 @@ def run(cfg: DictConfig) -> dict[str, float]:
 
 @hydra.main(config_path="../conf", config_name="sft", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> float:
-    with exit_on_user_error():
+    with as_command():
         return run(cfg)["eval/score"]
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra_main(main, "sft")

@@ -10,25 +10,34 @@ from omegaconf import DictConfig
 
 from rookworld.components import build_trainer
 from rookworld.config import PROJECT_TARGETS, validate
-from rookworld.errors import exit_on_user_error
+from rookworld.composition import run_hydra_main
+from rookworld.errors import as_command
+from rookworld.evaluate import describe_change
 from rookworld.sweep.context import trial_link
-from rookworld.tracking import make_tracker
+from rookworld.tracking import NullTracker, make_tracker
 from rookworld.trainer import RunResult
 
 
 def run(cfg: DictConfig) -> RunResult:
+    """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
+    fails before a run exists."""
     validate(cfg)
+    trainer = build_trainer(cfg, NullTracker())
     with make_tracker(cfg, trial_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
-        return build_trainer(cfg, tracker).fit()
+        trainer.tracker = tracker
+        result = trainer.fit()
+    if trainer.first_eval is not None and trainer.last_eval is not None and result.final_eval:
+        print(describe_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps))
+    return result
 
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> RunResult:
-    with exit_on_user_error():
+    with as_command():
         return run(cfg)
 
 
 if __name__ == "__main__":
-    main()
+    run_hydra_main(main, "config")

@@ -155,6 +155,7 @@ class Trainer:
         self.reward_norm = EMARewardNormalizer(rn.momentum) if rn.enabled else None
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
         self.last_eval: EvalResult | None = None
+        self.first_eval: EvalResult | None = None  # the step-0 evaluation (None after a resume)
         self.last_eval_step = -1
         # (sampler state before, rows): the next step's rows, sampled during this step's update
         self._prefetched: tuple[dict, list[Problem]] | None = None
@@ -497,8 +498,12 @@ class Trainer:
         self.tracker.log_metrics(result.metrics, step=step)
         self.tracker.log_samples(result.samples, step=step)
         self.last_eval, self.last_eval_step = result, step
-        shown = ("eval/score", "eval/P/format", "eval/P/best_move", "eval/A/format", "eval/A/next_state")
-        print(f"eval @ step {step}: " + " ".join(f"{k}={result.metrics[k]:.3f}" for k in shown if k in result.metrics)
+        if step == 0:
+            self.first_eval = result
+        shown = ("eval/P/format", "eval/P/best_move", "eval/A/format", "eval/A/next_state")
+        m = result.metrics
+        print(f"eval @ step {step}: eval/score={m['eval/score']:.4f} ± {m['eval/score_se']:.4f} (standard error) "
+              + " ".join(f"{k}={m[k]:.3f}" for k in shown if k in m)
               + (f" (cached: {cache.path})" if cached else ""))
         return result
 
@@ -528,9 +533,11 @@ class Trainer:
     def _print_progress(self, m: dict[str, float]) -> None:
         if self.step % self.cfg.log_every and self.step != self.cfg.steps:
             return
-        kl = f"kl {m['kl']:.4f}" if "kl" in m else "kl off"
+        # No loss: at ratio 1 it is minus the mean of group-centred advantages, about 0 at every step
+        # (README, The GRPO step); the gradient norm shows the update's size.
+        kl = f"kl {m['kl']:.5f}" if "kl" in m else "kl off"
         print(f"step {self.step}/{self.cfg.steps} | reward {m['reward']:+.3f} ± {m['reward_std']:.3f} | "
-              f"{kl} | loss {m['loss']:+.4f} | {m['step_time']:.2f} s", flush=True)
+              f"{kl} | grad norm {m['grad_norm']:.3f} | {m['step_time']:.2f} s", flush=True)
 
     # ---------------------------------------------------------------- checkpoints
     def save_checkpoint(self) -> Path:

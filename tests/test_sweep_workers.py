@@ -148,6 +148,11 @@ def read_only_dir(tmp_path: Path) -> str:
     ("steps=abc", "steps='abc': expected a number (its default: "),
     ("hydra.sweeper.storage=foo://nowhere", "hydra.sweeper.storage='foo://nowhere': cannot open the Optuna storage"),
     ("hydra.sweep.dir=READ_ONLY", "hydra.sweep.dir='READ_ONLY': cannot create the launch folder"),
+    ("hydra.sweeper.sampler.seed=abc", "hydra.sweeper.sampler.seed=abc: Value 'abc' of type 'str' could not be "
+                                       "converted to Integer"),
+    ("optimizer.lr=interval(1e-3,1e-5)", "optimizer.lr=interval(1e-3,1e-5): `low <= high` must hold"),
+    ("optimzer.lr=1e-4", "optimzer.lr=1e-4: no key 'optimzer.lr' in the config (did you mean optimizer.lr?)"),
+    ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: "),
 ])
 def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override: str, message: str) -> None:
     target = read_only_dir(tmp_path)
@@ -162,6 +167,8 @@ def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override
             open_storage(f"journal:{journal}", "/", default_timeouts())):
         assert load_study(f"journal:{journal}").trials == []
     assert not list(tmp_path.glob("outputs/sweeps/*/*/trial_*"))
+    if not override.startswith("hydra.sweep.dir="):
+        assert not list(tmp_path.glob("outputs/sweeps/*/*"))  # no launch folder
 
 
 @pytest.mark.slow
@@ -193,3 +200,24 @@ def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) 
     assert (parent.data.metrics["sweep.optuna.n_complete"], parent.data.metrics["sweep.optuna.n_pruned"]) == (2, 1)
     assert parent.data.tags["sweep.optuna.best_trial"] == str(ok.number)  # never the pruned or diverged one
     assert "# Optuna study smoke" in result.stdout and "| PRUNED | - | pruned | 3 |" in result.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "to_group", "code"), [("SIGINT", True, 130), ("SIGTERM", False, 143)])
+def test_a_stopped_sweep_closes_its_trials_and_says_so_in_one_line(tmp_path: Path, name: str, to_group: bool,
+                                                                   code: int) -> None:
+    """Ctrl-C reaches the whole process group (sweep and workers), `kill PID` only the sweep."""
+    sweep = subprocess.Popen(sweep_command("hydra.sweeper.n_jobs=2", "hydra.sweeper.n_trials=4", "steps=100000"),
+                             cwd=tmp_path, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                             text=True, start_new_session=True)
+    wait_for(lambda: started_trials(tmp_path) == 2 or sweep.poll() is not None, 300, "both workers' trials to start")
+    trials = lambda: [r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "trial"]  # noqa: E731
+    wait_for(lambda: len(trials()) == 2 or sweep.poll() is not None, 300, "both trials' MLflow runs")
+    time.sleep(3)  # inside the trials' training steps
+    (os.killpg if to_group else os.kill)(sweep.pid, getattr(signal, name))
+    _, stderr = sweep.communicate(timeout=120)
+    assert sweep.returncode == code, stderr[-3000:]
+    rookworld_lines = [line for line in stderr.splitlines() if not line.startswith("[I ")]  # Optuna's own log
+    assert rookworld_lines == [f"rookworld: stopped by {name}: sweep stopped; the same command resumes it"], stderr
+    assert len(trials()) == 2 and all(r.info.status == "KILLED" and r.data.tags[OUTCOME_TAG] == "failed"
+                                      and r.data.tags[STOP_REASON_TAG] == f"stopped by {name}" for r in trials())

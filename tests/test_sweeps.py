@@ -289,8 +289,10 @@ def test_search_space_probes_touch_every_choice_and_both_ends() -> None:
     assert space.fixed == ("sweeps=smoke", "steps=2") and space.log_scale() == ("optimizer.lr",)
     probes = space.probes()
     assert {p["task_mix"] for p in probes} == {"a", "b", "c"} and {p["optimizer.lr"] for p in probes} == {1e-6, 1e-4}
-    with pytest.raises(ConfigError, match="hydra.sweeper.params="):
+    with pytest.raises(ConfigError, match=r"^hydra.sweeper.params.x=interval\(1, : no viable alternative"):
         SearchSpace.parse({"x": "interval(1, "}, [])
+    with pytest.raises(ConfigError, match=r"^optimizer.lr=interval\(1e-3,1e-5\): `low <= high` must hold"):
+        SearchSpace.parse({"optimizer.lr": "tag(log, interval(1e-4, 1e-3))"}, ["optimizer.lr=interval(1e-3,1e-5)"])
 
 
 def test_workers_are_pinned_to_gpus_round_robin(monkeypatch: pytest.MonkeyPatch) -> None:

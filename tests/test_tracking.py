@@ -298,7 +298,7 @@ def test_multirun_children_attach_to_one_parent_with_a_summary(tmp_path: Path) -
     result = subprocess.run(command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "boom in job 3" in result.stderr  # Hydra fails the multirun
-    assert output.count("Creating initial MLflow database tables") == 1, output  # created once
+    assert "Creating initial MLflow database tables" not in output, output  # rookworld quiets the store's creation
     for problem in ("database is locked", "OperationalError", "IntegrityError", "Callback "):
         assert problem not in output, output
 

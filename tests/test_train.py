@@ -168,6 +168,22 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key)
     assert len(lines) == 1 and key in lines[0], proc.stderr
 
 
+@pytest.mark.parametrize("override, line", [
+    ("model=rookworld_tyni", "model=rookworld_tyni: no option 'rookworld_tyni' in model/ "
+                             "(did you mean rookworld_tiny?); options: gpt2_124m_random, rookworld_lm_124m, "
+                             "rookworld_tiny, tiny"),
+    ("optimzer.lr=1e-4", "optimzer.lr=1e-4: no key 'optimzer.lr' in the config (did you mean optimizer.lr?)"),
+    ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: kl_stability, recipe_search, smoke, "
+                      "throughput"),
+])
+def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, override, line):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", override], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == [f"rookworld: error: {line}"], proc.stderr
+    assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no MLflow store
+
+
 @pytest.mark.parametrize("override", [
     "log_every=0", "optimizer.name=adam", "grpo.reward_norm.momentum=1.5", "eval.batch_size=0", "eval.every=-1",
     "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
@@ -274,3 +290,15 @@ def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_pat
     assert len(lines) == 1, proc.stderr
     assert "jrahn/RookWorld-LM-124M" in lines[0] and "model.path" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+@pytest.mark.slow
+def test_the_quickstart_shows_learning_beyond_the_standard_error(tmp_path):
+    """The README's quickstart (seed 0, one thread as measured there): its last line says eval/score rose by
+    more than the standard error of the change."""
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", "tracking=none"],
+                          capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    assert last.startswith("improved after 6 steps: eval/score 0.3594 -> "), proc.stdout[-3000:]

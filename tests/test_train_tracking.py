@@ -2,8 +2,10 @@
 import json
 
 import pytest
+import torch
 from mlflow import MlflowClient
 
+from rookworld.config import ConfigError
 from rookworld.train import run
 from train_helpers import tiny_config
 
@@ -58,12 +60,13 @@ def test_a_run_forced_into_kl_failure_is_tagged_kl_failure(tmp_path):
 
 
 def test_a_run_that_raises_is_tagged_failed_with_the_message(tmp_path):
-    cfg, client = tracked(tmp_path, f"data.policy_heldout={tmp_path}/missing.jsonl")
-    with pytest.raises(FileNotFoundError):
+    (tmp_path / "a_file").write_text("")  # the step-0 evaluation cannot store its cache under a file
+    cfg, client = tracked(tmp_path, f"eval.cache_dir={tmp_path}/a_file")
+    with pytest.raises(FileExistsError):
         run(cfg)
     logged = only_run(client)
     assert logged.data.tags["rookworld.outcome"] == "failed"
-    assert "missing.jsonl" in logged.data.tags["rookworld.stop_reason"]
+    assert "a_file" in logged.data.tags["rookworld.stop_reason"]
     assert logged.info.status == "FAILED"
 
 
@@ -78,3 +81,23 @@ def test_a_forced_resume_is_logged_on_the_run(tmp_path):
     changes = json.loads(open(client.download_artifacts(logged.info.run_id, "resume_changes.json")).read())
     assert changes["accepted"] == {"optimizer.weight_decay": [0.0, 0.5]}
     assert "tracking.backend" in changes["allowed"]  # the first run was not tracked
+
+
+def no_runs(client):
+    experiment = client.get_experiment_by_name("tests")
+    return experiment is None or client.search_runs([experiment.experiment_id]) == []
+
+
+def test_a_missing_data_file_fails_before_any_mlflow_run_opens(tmp_path):
+    cfg, client = tracked(tmp_path, f"data.policy_heldout={tmp_path}/missing.jsonl")
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        run(cfg)
+    assert no_runs(client)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_device_cuda_without_cuda_fails_before_any_mlflow_run_opens(tmp_path):
+    cfg, client = tracked(tmp_path, "device=cuda")
+    with pytest.raises(ConfigError, match="^device='cuda': CUDA is not available"):
+        run(cfg)
+    assert no_runs(client)

@@ -11,7 +11,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 
 CONF_DIR = str(Path(__file__).resolve().parents[1] / "conf")
-TINY_RUN = ["experiment=quickstart", "steps=2", "eval.every=0", "eval.num_policy=4",
+TINY_RUN = ["model=rookworld_tiny", "device=cpu", "optimizer.lr=2e-5", "optimizer.warmup_steps=2",
+            "eval.num_samples_logged=4", "steps=2", "eval.every=0", "eval.num_policy=4",
             "eval.num_arbiter=4", "prompts_per_step=2", "grpo.group_size=3",
             "sampling.max_new_tokens.P=24", "sampling.max_new_tokens.A=60"]
 

@@ -9,12 +9,12 @@ from omegaconf import DictConfig
 
 from rookworld.bench.steps import format_report, run, self_check_line, write_results
 from rookworld.config import PROJECT_TARGETS
-from rookworld.errors import exit_on_user_error
+from rookworld.errors import as_command
 
 
 @hydra.main(config_path="../../conf", config_name="bench", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> None:
-    with exit_on_user_error():
+    with as_command():
         results = run(cfg)
     print(format_report(results))
     print("results: " + ", ".join(str(p.resolve()) for p in write_results(results, cfg.bench.output)))

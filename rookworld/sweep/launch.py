@@ -22,6 +22,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rookworld.config import ConfigError
+from rookworld.interrupts import Interrupted
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace
 from rookworld.sweep.storage_url import masked, redacted
@@ -31,7 +32,7 @@ from rookworld.tracking import absolute_path, hydra_base_dir, one_line
 log = logging.getLogger(__name__)
 LAUNCHES_ATTR = "rookworld:launches"  # study user attr: how many sweep launches joined it
 SUMMARISED_ATTR = "rookworld:summarised"  # study user attr: the parent run its summary was logged on
-STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to end their trials before SIGKILL
+STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to close their trials' runs before SIGKILL
 WATCH_INTERVAL_S = 0.2  # how often the launch checks whether a worker ended
 _ABSENT = object()
 
@@ -144,14 +145,11 @@ class Launch:
         return max(0, self.spec.settings.n_trials - counted)
 
     def wait(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: Any) -> int:
-        previous = signal.signal(signal.SIGTERM, _raise_interrupt)
         try:
             return self.watch(slots, spec_path, mps)
-        except KeyboardInterrupt:
-            self.stop_workers()
-            return 130
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        except Interrupted as stop:
+            self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
+            raise
 
     def watch(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: Any) -> int:
         """Wait for every worker, noticing each end at once: a worker that died has its trial failed and
@@ -205,10 +203,10 @@ class Launch:
                                                             f" (not re-queued: hydra.sweeper.stale_retries={s.stale_retries})")
                        for t in stale)
 
-    def stop_workers(self) -> None:
+    def stop_workers(self, signum: int = signal.SIGINT) -> None:
         for worker in self.workers:
             if worker.poll() is None:
-                worker.send_signal(signal.SIGINT)
+                worker.send_signal(signum)
         deadline = time.monotonic() + STOP_GRACE_S
         for worker in self.workers:
             try:
@@ -279,10 +277,6 @@ def _death(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
-
-
-def _raise_interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
 
 
 # ---------------------------------------------------------------- validation

@@ -1,5 +1,6 @@
 """`python -m rookworld.sweep.run_worker SPEC INDEX`: the process the sweeper starts per GPU slot
-(rookworld/sweep/worker.py says what it does)."""
+(rookworld/sweep/worker.py says what it does). SIGTERM / SIGINT end it quietly with 128 + the signal,
+once its trial's MLflow run is closed (KILLED)."""
 from __future__ import annotations
 
 import os
@@ -11,6 +12,7 @@ from hydra.core.utils import configure_log, setup_globals
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from rookworld.interrupts import Interrupted, raise_on_signals
 from rookworld.sweep.lock import StorageFault
 from rookworld.sweep.storage_url import redacted
 from rookworld.tracking import one_line
@@ -18,6 +20,14 @@ from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EX
 
 
 def main(argv: list[str]) -> int:
+    raise_on_signals()
+    try:
+        return run(argv)
+    except Interrupted as stop:  # its trial's run is closed (KILLED); the sweeper prints the one line
+        return stop.exit_code
+
+
+def run(argv: list[str]) -> int:
     die_with_parent(int(os.environ[PARENT_PID_ENV]))
     spec_path, index = argv
     with open(spec_path, "rb") as handle:

@@ -27,8 +27,8 @@ class SearchSpace:
         lines = [f"{k}={v}" for k, v in params.items()] + list(arguments)
         try:
             distributions, fixed_params, fixed_overrides = create_params_from_overrides(lines)
-        except Exception as error:  # the grammar's own errors: one line naming the sweep
-            raise ConfigError(f"hydra.sweeper.params={params}: {' '.join(str(error).split())}") from error
+        except Exception as error:  # the grammar's own errors: one line naming the range at fault
+            raise ConfigError(f"{_culprit(params, arguments)}: {_reason(error)}") from error
         for name in fixed_params:
             distributions.pop(name, None)  # fixed on the command line: not searched
         fixed = tuple(f"{k}={v}" for k, v in fixed_params.items()) + tuple(fixed_overrides)
@@ -53,6 +53,28 @@ class SearchSpace:
             if not isinstance(d, CategoricalDistribution):
                 raise ConfigError(f"hydra.sweeper.params.{name}={d}: the grid sampler needs choice(...) params")
         return {name: list(d.choices) for name, d in self.distributions.items()}
+
+
+def _culprit(params: dict[str, str], arguments: list[str]) -> str:
+    """The one range that does not parse, as the user wrote it: a command-line override, else the sweep's
+    `hydra.sweeper.params.<key>` (a command-line range replaces the sweep file's range of its key)."""
+    given = {line.partition("=")[0]: line for line in arguments}
+    lines = [given.get(k, f"hydra.sweeper.params.{k}={v}") for k, v in params.items()]
+    lines += [line for line in arguments if line not in lines]
+    for line in lines:
+        value = line.partition("=")[2]
+        try:
+            create_params_from_overrides([f"{line.partition('=')[0].removeprefix('hydra.sweeper.params.')}={value}"])
+        except Exception:  # noqa: BLE001 - this is the line at fault; the caller raises the error
+            return line
+    return f"hydra.sweeper.params={params}"
+
+
+def _reason(error: Exception) -> str:
+    """The error on one line, without Hydra's "Error when parsing ..." header and documentation link."""
+    lines = [line for line in str(error).splitlines()
+             if not line.startswith(("Error when parsing", "Error parsing override", "See https"))]
+    return " ".join(" ".join(lines or [str(error)]).split())
 
 
 def _probe_value(distribution: BaseDistribution, index: int) -> Any:

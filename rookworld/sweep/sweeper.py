@@ -60,9 +60,11 @@ class RookworldOptunaSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> None:
         from sqlalchemy.exc import SQLAlchemyError
 
+        from rookworld.interrupts import Interrupted, raise_on_signals
         from rookworld.sweep.launch import Launch, UserError
         from rookworld.sweep.lock import StorageFault
 
+        raise_on_signals()
         try:
             launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
             code = launch.run_workers()
@@ -77,6 +79,11 @@ class RookworldOptunaSweeper(Sweeper):
             text = str(error) if isinstance(error, StorageFault) else one_line(error)
             print(f"rookworld: error: {redacted(text, str(self._raw['storage']))}", file=sys.stderr, flush=True)
             sys.exit(1)
+        except Interrupted as stop:
+            # the workers closed their trials' runs (KILLED); the same command resumes the study
+            print(f"rookworld: {stop.stop_reason}: sweep stopped; the same command resumes it", file=sys.stderr,
+                  flush=True)
+            sys.exit(stop.exit_code)
         if code:
             sys.exit(code)
 

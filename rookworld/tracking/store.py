@@ -50,6 +50,8 @@ def open_store(settings: TrackingSettings) -> MlflowClient:
         raise TrackingError(f"tracking.backend=mlflow needs the mlflow package ({exc}); "
                             "pip install mlflow, or tracking=none") from exc
 
+    # A fresh sqlite store announces its table creation on stderr (INFO): noise next to rookworld's one-line messages.
+    logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     try:
         client = MlflowClient(tracking_uri=settings.uri)
         client.search_experiments(max_results=1)

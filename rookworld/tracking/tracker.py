@@ -14,9 +14,10 @@ a write error is re-raised on the calling thread at the next `log_metrics` or at
 
 Run outcome (tag `rookworld.outcome`): "running" from the start, then one of OUTCOMES. On exit:
 an exception in the body gives "failed" with `rookworld.stop_reason` = "ExcType: message" (the
-exception propagates); a clean exit with no outcome set gives "success". MLflow run status:
+exception propagates), or "stopped by SIGTERM" / "stopped by SIGINT" for a signal
+(rookworld.interrupts); a clean exit with no outcome set gives "success". MLflow run status:
 success -> FINISHED; kl_failure, nan_failure, diverged:*, failed -> FAILED; pruned -> KILLED; an interrupt
-(KeyboardInterrupt, SystemExit) -> KILLED.
+(a signal, KeyboardInterrupt, SystemExit) -> KILLED.
 
 A caller that places the run (a sweep trial, rookworld.sweep.context.trial_link) passes a RunLink:
 the parent run it is a child of (tag `mlflow.parentRunId`), a default run name and extra tags.
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from rookworld.interrupts import Interrupted
 from rookworld.outcomes import FAILED, FAILURE_OUTCOMES, OUTCOMES, PRUNED, RUNNING, SUCCESS
 from rookworld.tracking.params import (MAX_PARAMS_TAGS_PER_BATCH, flatten_config, git_state, one_line,
                                        sanitize_key, table_columns, truncate_params)
@@ -95,7 +97,8 @@ class Tracker:
         tb: TracebackType | None,
     ) -> None:
         if exc is not None:
-            self.outcome, self.stop_reason = FAILED, one_line(exc)
+            self.outcome = FAILED
+            self.stop_reason = exc.stop_reason if isinstance(exc, Interrupted) else one_line(exc)
         elif self.outcome == RUNNING:
             self.outcome = SUCCESS
         interrupted = isinstance(exc, (KeyboardInterrupt, SystemExit))

@@ -201,7 +201,16 @@ def metric_writer_main() -> int:
             stats.wall_s += time.perf_counter() - wall0
     except Exception as exc:
         log.exception("MLflow metric writer failed")
-        print(json.dumps({"ok": False, "error": one_line(exc), **stats.__dict__}), flush=True)
+        _report({"ok": False, "error": one_line(exc), **stats.__dict__})
         return 1
-    print(json.dumps({"ok": True, **stats.__dict__}), flush=True)
+    _report({"ok": True, **stats.__dict__})
     return 0
+
+
+def _report(report: dict[str, Any]) -> None:
+    """The final report on stdout; nobody reads it when the training process was killed (SIGKILL):
+    then it goes nowhere, without a BrokenPipeError traceback."""
+    try:
+        print(json.dumps(report), flush=True)
+    except BrokenPipeError:
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # the flush at exit must not fail again

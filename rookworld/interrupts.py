@@ -1,0 +1,58 @@
+"""SIGTERM and SIGINT as one exception, so that a stopped run ends like any other: its MLflow run
+closed (status KILLED, outcome `failed`, the signal as stop reason), then one line and exit code
+128 + signal (143 for SIGTERM, 130 for SIGINT).
+
+`raise_on_signals()` makes both signals raise `Interrupted` in the main thread. It is a
+KeyboardInterrupt, so code that already treats Ctrl-C as an interrupt (the Tracker, Hydra's job
+runner, which lets it through) treats SIGTERM the same way. Only the first signal raises: later
+ones (a second Ctrl-C, a sweep stopping its workers after the terminal already did) are ignored
+while the run closes its MLflow run; SIGKILL still ends the process at once.
+"""
+from __future__ import annotations
+
+import signal
+import threading
+from types import FrameType
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The process received `signum`; the run stops here."""
+
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+        self.signal_name = signal.Signals(signum).name
+        super().__init__(self.stop_reason)
+
+    @property
+    def stop_reason(self) -> str:
+        return f"stopped by {self.signal_name}"
+
+    @property
+    def exit_code(self) -> int:
+        return 128 + self.signum
+
+
+class _OnFirstSignal:
+    def __init__(self) -> None:
+        self.raised = False
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        if self.raised:
+            return
+        self.raised = True
+        raise Interrupted(signum)
+
+
+def raise_on_signals() -> None:
+    """From now on, the first SIGTERM or SIGINT raises Interrupted in the main thread (once per process:
+    a second call keeps the handler, and whether it has fired). Off the main thread (a launcher running jobs
+    in threads) it does nothing: only the main thread may handle signals."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if isinstance(signal.getsignal(signal.SIGTERM), _OnFirstSignal):
+        return
+    handler = _OnFirstSignal()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, handler)

@@ -1,0 +1,37 @@
+"""The held-out score's standard error and the end-of-run line that says what changed."""
+import math
+import statistics
+
+import pytest
+
+from rookworld.evaluate import EvalResult, describe_change, score_standard_error
+
+
+def test_the_standard_error_weights_each_task_by_its_half_of_eval_score():
+    p, a = [0.2, 0.6, 0.7, 0.9], [0.0, 1.0, 1.0]
+    expected = 0.5 * math.sqrt(statistics.variance(p) / len(p) + statistics.variance(a) / len(a))
+    assert score_standard_error(["P"] * 4 + ["A"] * 3, p + a) == pytest.approx(expected)
+
+
+def test_a_task_with_fewer_than_two_problems_or_equal_scores_adds_nothing():
+    assert score_standard_error(["P", "A", "A"], [0.3, 0.5, 0.5]) == 0.0
+    assert score_standard_error([], []) == 0.0
+
+
+def result(scores, **metrics):
+    tasks = ["P", "P", "A", "A"]
+    p = sum(s for t, s in zip(tasks, scores) if t == "P") / 2
+    a = sum(s for t, s in zip(tasks, scores) if t == "A") / 2
+    return EvalResult(metrics={"eval/score": (p + a) / 2, **metrics}, problem_scores=list(scores))
+
+
+def test_the_final_line_says_improved_only_beyond_the_paired_standard_error():
+    tasks = ["P", "P", "A", "A"]
+    before = result([0.5, 0.5, 0.5, 0.5], **{"eval/A/next_state": 0.5})
+    consistent = result([0.6, 0.7, 0.6, 0.7], **{"eval/A/next_state": 0.75})
+    line = describe_change(before, consistent, tasks, at_step=6)
+    assert line.startswith("improved after 6 steps: eval/score 0.5000 -> 0.6500 (+0.1500, standard error of the "
+                           "change 0.0354 over 4 held-out problems)")
+    assert line.endswith("; eval/A/next_state 0.500 -> 0.750")
+    mixed = result([0.9, 0.1, 0.9, 0.3])  # +0.05 on average, with a spread far larger than that
+    assert describe_change(before, mixed, tasks, at_step=6).startswith("no gain beyond the standard error")

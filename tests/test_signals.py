@@ -1,0 +1,77 @@
+"""A stopped run ends cleanly: `python -m rookworld.train` (a real process, a real sqlite MLflow store)
+stopped by SIGTERM (`kill PID`, `timeout`) or SIGINT (Ctrl-C, sent to the terminal's process group)
+ends its MLflow run KILLED with outcome `failed` and the signal as stop reason, exits 143 / 130 and
+prints one line on stderr: no traceback from the process or from its metric-writer child."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from sweep_helpers import mlflow_runs, subprocess_env, wait_for
+
+from rookworld.interrupts import STOP_SIGNALS, Interrupted, raise_on_signals
+
+# The random tiny model on one problem a step: a step takes well under a second on a CPU.
+ENDLESS_RUN = ["model=tiny", "device=cpu", "steps=100000", "prompts_per_step=1", "grpo.group_size=2",
+               "task_mix=env_only", "sampling.max_new_tokens.A=8", "eval.every=0", "eval.num_policy=1",
+               "eval.num_arbiter=1", "eval.cache_dir=null"]
+
+
+def start_run(directory: Path) -> tuple[subprocess.Popen[str], Path]:
+    log = directory / "stdout.log"
+    with open(log, "w") as out:
+        process = subprocess.Popen([sys.executable, "-m", "rookworld.train", *ENDLESS_RUN], cwd=directory,
+                                   env=subprocess_env(), stdout=out, stderr=subprocess.PIPE, text=True,
+                                   start_new_session=True)  # its own process group, as in a terminal
+    wait_for(lambda: "step 2/" in log.read_text() or process.poll() is not None, 300, "the run's second step")
+    assert process.poll() is None, process.communicate()[1][-3000:]
+    return process, log
+
+
+@pytest.mark.parametrize(("name", "send", "code"), [
+    ("SIGTERM", lambda p: p.send_signal(signal.SIGTERM), 143),      # kill PID, timeout
+    ("SIGINT", lambda p: os.killpg(p.pid, signal.SIGINT), 130),     # Ctrl-C: the whole foreground group
+])
+def test_a_signal_ends_the_run_killed_with_its_reason_in_one_line(tmp_path: Path, name, send, code) -> None:
+    process, log = start_run(tmp_path)
+    send(process)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == code, stderr[-3000:]
+    assert stderr.strip().splitlines() == [f"rookworld: stopped by {name}"], stderr[-3000:]
+    assert "Traceback" not in log.read_text()
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "KILLED"
+    assert run.data.tags["rookworld.outcome"] == "failed"
+    assert run.data.tags["rookworld.stop_reason"] == f"stopped by {name}"
+    assert run.data.metrics["reward"] is not None  # the metrics logged before the signal are kept
+
+
+def test_a_second_signal_while_the_run_closes_changes_nothing(tmp_path: Path) -> None:
+    process, _ = start_run(tmp_path)
+    os.killpg(process.pid, signal.SIGINT)
+    time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=120)
+    assert process.returncode == 130 and stderr.strip().splitlines() == ["rookworld: stopped by SIGINT"], stderr
+    (run,) = mlflow_runs(tmp_path)
+    assert run.info.status == "KILLED" and run.data.tags["rookworld.stop_reason"] == "stopped by SIGINT"
+
+
+def test_only_the_first_signal_raises_and_names_its_exit_code() -> None:
+    previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    try:
+        raise_on_signals()
+        with pytest.raises(Interrupted) as stopped:
+            signal.raise_signal(signal.SIGTERM)
+        assert (stopped.value.stop_reason, stopped.value.exit_code) == ("stopped by SIGTERM", 143)
+        raise_on_signals()  # a second call keeps the handler that already fired
+        signal.raise_signal(signal.SIGINT)  # ignored while the run closes
+        assert Interrupted(signal.SIGINT).exit_code == 130
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
