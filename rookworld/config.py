@@ -11,8 +11,9 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
-from rookworld.grpo.advantages import ADVANTAGE_STDS, SCALE_REWARDS
-from rookworld.grpo.kl import ESTIMATORS
+from rookworld.grpo.advantages import ADVANTAGE_STDS, REWARD_AGGREGATIONS, SCALE_REWARDS
+from rookworld.grpo.kl import ESTIMATORS, PLACEMENTS
+from rookworld.grpo.sampler_correction import MODES as SAMPLER_CORRECTIONS
 from rookworld.grpo.loss import LOSS_TYPES
 from rookworld.tracking import BACKENDS as TRACKING_BACKENDS
 
@@ -41,6 +42,32 @@ def require(ok: bool, key: str, value, rule: str) -> None:
         raise ConfigError(f"{key}={value!r}: {rule}")
 
 
+def _validate_grpo_v2(g: DictConfig, reward: DictConfig, k: DictConfig) -> None:
+    """The knobs of the loss and the batch beyond the GRPO paper's (conf/grpo/default.yaml)."""
+    _one_of("grpo.reward_aggregation", g.reward_aggregation, REWARD_AGGREGATIONS)
+    if g.reward_aggregation == "normalize_then_sum":
+        require(str(reward._target_).endswith("GraduatedReward"), "grpo.reward_aggregation", g.reward_aggregation,
+                "needs reward=graduated (a weighted sum of criteria)")
+        require(not g.reward_norm.enabled, "grpo.reward_aggregation", g.reward_aggregation,
+                "normalises the criteria itself: turn grpo.reward_norm.enabled off")
+        require(k.kind == "none" or k.placement == "loss", "grpo.reward_aggregation", g.reward_aggregation,
+                "takes no KL in the reward: use kl.placement=loss")
+    for key in ("mask_truncated_completions", "entropy.adaptive", "dynamic_sampling.enabled"):
+        value = OmegaConf.select(g, key)
+        require(isinstance(value, bool), f"grpo.{key}", value, "must be true or false")
+    require(_is_number(g.top_entropy_quantile) and 0 < g.top_entropy_quantile <= 1, "grpo.top_entropy_quantile",
+            g.top_entropy_quantile, "must be in (0, 1]")
+    e = g.entropy
+    for key in ("coef", "target", "delta", "min", "max"):
+        require(_is_number(e[key]) and e[key] >= 0, f"grpo.entropy.{key}", e[key], "must be a number >= 0")
+    require(e.min <= e.max, "grpo.entropy.min", e.min, f"must be <= grpo.entropy.max={e.max}")
+    require(isinstance(g.dynamic_sampling.max_rounds, int) and g.dynamic_sampling.max_rounds >= 1,
+            "grpo.dynamic_sampling.max_rounds", g.dynamic_sampling.max_rounds, "must be an integer >= 1")
+    _one_of("grpo.sampler_correction.mode", g.sampler_correction.mode, SAMPLER_CORRECTIONS)
+    require(_is_number(g.sampler_correction.cap) and g.sampler_correction.cap >= 1, "grpo.sampler_correction.cap",
+            g.sampler_correction.cap, "must be a number >= 1")
+
+
 def _one_of(key: str, value, options: tuple) -> None:
     require(value in options, key, value, f"expected one of {', '.join(options)}")
 
@@ -65,9 +92,12 @@ def validate(cfg: DictConfig) -> None:
     require(isinstance(g.cuda_graphs, bool), "grpo.cuda_graphs", g.cuda_graphs, "must be true or false")
     require(isinstance(g.graph_bucket, int) and g.graph_bucket >= 1, "grpo.graph_bucket", g.graph_bucket,
             "must be an integer >= 1")
+    _validate_grpo_v2(g, cfg.reward, k)
     _validate_optimizer(o)
     _one_of("kl.kind", k.kind, KL_KINDS)
     _one_of("kl.estimator", k.estimator, ESTIMATORS)
+    _one_of("kl.placement", k.placement, PLACEMENTS)
+    require(isinstance(k.bias_correction, bool), "kl.bias_correction", k.bias_correction, "must be true or false")
     require(k.coef >= 0, "kl.coef", k.coef, "must be >= 0")
     require(k.sync_every >= 0, "kl.sync_every", k.sync_every, "must be >= 0 (0 = never)")
     require(0 <= k.sync_alpha <= 1, "kl.sync_alpha", k.sync_alpha, "must be in [0, 1]")

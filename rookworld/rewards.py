@@ -58,6 +58,17 @@ class GraduatedReward:
                 arbiter_format, arbiter_next_state, arbiter_reward, arbiter_terminated, arbiter_truncated)))),
         }
 
+    def criterion_weights(self) -> tuple[list[str], list[float]]:
+        """The components a total is the weighted sum of (`<task>/<criterion>`, `<task>/malformed`) and
+        their weights (the malformed indicator weighs the malformed penalty): for per-criterion
+        normalisation (grpo.reward_aggregation=normalize_then_sum)."""
+        names, weights = [], []
+        for task, task_weights in self.weights.items():
+            for name, weight in {**task_weights, "malformed": self.malformed_penalty}.items():
+                names.append(f"{task}/{name}")
+                weights.append(weight)
+        return names, weights
+
     def __call__(self, problem: Problem, completion: str) -> RewardResult:
         scores = score_completion(problem, completion, self.eval_scale)
         components = _components(problem.task, scores)

@@ -53,9 +53,8 @@ def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_t
     return Rollout(problems=list(problems), generation=generation)
 
 
-def stopped(tokenizer, rollout: Rollout) -> torch.Tensor:
+def stopped(tokenizer, gen: Generation) -> torch.Tensor:
     """[B] bool: the row ended with a stop token (not cut at its token cap)."""
-    gen = rollout.generation
     lengths = gen.completion_mask.sum(1)
     last = gen.completion_ids.gather(1, (lengths - 1).clamp(min=0).unsqueeze(1)).squeeze(1)
     is_stop = torch.isin(last, torch.tensor(tokenizer.stop_ids, device=last.device))

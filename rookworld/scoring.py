@@ -7,11 +7,14 @@ result is the same whichever way a row is scored: a reward depends only on its p
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from rookworld.rewards import RewardResult
 from rookworld.rollout import Rollout, completion_text, decode_completions
-from rookworld.tasks import Problem
+from rookworld.tasks import Problem, parse_completion
+from rookworld.tasks.dispatch import diagnostics
 
 
 class StepScores:
@@ -40,5 +43,51 @@ class StepScores:
         scored = [self.results[row] for row in range(len(self.problems))]
         return torch.tensor([s.total for s in scored], dtype=torch.float32), scored
 
+    def scored_rows(self) -> ScoredRows:
+        """Every row with its reward, reward result and diagnostics (scores the rows not scored yet)."""
+        rewards, results = self.finish()
+        return ScoredRows(list(self.problems), rewards, results,
+                          [row_diagnostics(p, self.texts[row], r) for row, (p, r) in enumerate(zip(self.problems, results))])
+
     def _score(self, row: int) -> None:
         self.results[row] = self.reward_fn(self.problems[row], self.texts[row])
+
+
+def row_diagnostics(problem: Problem, text: str, result: RewardResult) -> dict[str, float]:
+    """rookworld.tasks.dispatch.diagnostics of one scored row (P: parses the text again; A: reads the
+    row's next_state criterion)."""
+    if problem.task == "P":
+        return diagnostics(problem, parse_completion(problem, text), None)
+    return diagnostics(problem, None, {"next_state": result.components["A/next_state"]})
+
+
+@dataclass
+class ScoredRows:
+    """Sampled rows with their rewards, reward results and diagnostics, in row order."""
+    problems: list[Problem]
+    rewards: torch.Tensor                 # [B] float32 reward totals
+    results: list[RewardResult]
+    diagnostics: list[dict[str, float]]
+
+    def select(self, rows: list[int]) -> ScoredRows:
+        return ScoredRows([self.problems[r] for r in rows], self.rewards[rows], [self.results[r] for r in rows],
+                          [self.diagnostics[r] for r in rows])
+
+    def __add__(self, other: ScoredRows) -> ScoredRows:
+        return ScoredRows(self.problems + other.problems, torch.cat([self.rewards, other.rewards]),
+                          self.results + other.results, self.diagnostics + other.diagnostics)
+
+    def metrics(self) -> dict[str, float]:
+        """reward, reward_std, reward/<task>, the mean of every reward component (reward/<task>/<name>)
+        and of every diagnostic (reward/<task>/consistency/<check>, reward/A/next_state/<slice>)."""
+        metrics = {"reward": self.rewards.mean().item(), "reward_std": self.rewards.std(unbiased=False).item()}
+        values: dict[str, list[float]] = {}
+        for problem, reward, result, diagnosed in zip(self.problems, self.rewards.tolist(), self.results,
+                                                       self.diagnostics):
+            values.setdefault(problem.task, []).append(reward)
+            for name, value in {**result.components,
+                                **{f"{problem.task}/{k}": v for k, v in diagnosed.items()}}.items():
+                values.setdefault(name, []).append(value)
+        for name, series in values.items():
+            metrics[f"reward/{name}"] = sum(series) / len(series)
+        return metrics

@@ -27,18 +27,21 @@ from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.finite_weights import LastFiniteWeights
-from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
-from rookworld.grpo.kl import KLController, kl_per_token
+from rookworld.grpo.advantages import Advantages, EMARewardNormalizer, criterion_advantages, group_advantages, varying_groups
+from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
+from rookworld.grpo.kl import KLController, kl_per_token, kl_reward_penalty
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
+from rookworld.grpo.sampler_correction import mismatch, sampler_weights
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
+from rookworld.model.sampling import Generation
 from rookworld.optim import build_optimizer, load_state_keeping_settings, lr_at, set_lr
 from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
 from rookworld.resume_check import check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
-from rookworld.scoring import StepScores
+from rookworld.scoring import ScoredRows, StepScores
 from rookworld.tasks import Problem
 
 TRAINER_STATE_FILE = "trainer_state.pt"
@@ -72,7 +75,8 @@ class Batch:
     groups: list[int]                   # [B] each row's prompt (on the host: micro-batches pick their prompts)
     completion_ids: torch.Tensor        # [B, N]
     completion_positions: torch.Tensor  # [B, N]
-    mask: torch.Tensor                  # [B, N] float completion mask
+    mask: torch.Tensor                  # [B, N] float completion mask (the loss's: 0 for masked rows)
+    sampler_logp: torch.Tensor          # [B, N] the sampler's own log-probs of the sampled tokens
     advantages: torch.Tensor | None = None  # [B] (set once the rewards are in)
     ref_logp: torch.Tensor | None = None  # [B, N] reference log-probs (KL on)
     old_logp: torch.Tensor | None = None  # [B, N] sampling-policy log-probs (batch reused)
@@ -90,7 +94,7 @@ class Batch:
         return cls(prompt_ids=gen.input_ids[leaders, :P], prompt_mask=gen.attention_mask[leaders, :P],
                    prompt_positions=gen.position_ids[leaders, :P], groups=[index[p] for p in prompts],
                    completion_ids=gen.input_ids[:, P:], completion_positions=gen.position_ids[:, P:],
-                   mask=gen.completion_mask.float(), advantages=advantages)
+                   mask=gen.completion_mask.float(), sampler_logp=gen.logprobs, advantages=advantages)
 
     def layout(self, index: torch.Tensor) -> tuple[list[int], list[int], int]:
         """The prompt layout of rows `index`, the one source for `rows` and `group_size`: the rows'
@@ -115,7 +119,8 @@ class Batch:
         prompts, group, _ = self.layout(index)
         device = self.mask.device
         per_row = dict(completion_ids=self.completion_ids, completion_positions=self.completion_positions,
-                       mask=self.mask, advantages=self.advantages, ref_logp=self.ref_logp, old_logp=self.old_logp)
+                       mask=self.mask, sampler_logp=self.sampler_logp, advantages=self.advantages,
+                       ref_logp=self.ref_logp, old_logp=self.old_logp)
         per_prompt = dict(prompt_ids=self.prompt_ids, prompt_mask=self.prompt_mask,
                           prompt_positions=self.prompt_positions)
         picked = {"group": torch.tensor(group, device=device)}
@@ -151,8 +156,9 @@ class Trainer:
         self.guards = Guards(cfg.guards, k.max if self.kl.enabled else None, k.max_steps_above)
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.shuffle_generator = torch.Generator().manual_seed(cfg.seed + 1)
-        rn = cfg.grpo.reward_norm
+        rn, e = cfg.grpo.reward_norm, cfg.grpo.entropy
         self.reward_norm = EMARewardNormalizer(rn.momentum) if rn.enabled else None
+        self.entropy_bonus = EntropyBonus(e.coef, e.adaptive, e.target, e.delta, e.min, e.max, self.device)
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
         self.last_eval: EvalResult | None = None
         self.first_eval: EvalResult | None = None  # the step-0 evaluation (None after a resume)
@@ -223,20 +229,27 @@ class Trainer:
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
-        rows = self._take_rows()
-        scores = StepScores(self.tokenizer, self.reward_fn, rows)
-        with timer("generation"):  # rows that stop early are scored while the GPU generates the rest
-            rollout = self.generate(rows, on_finished=scores.add)
-            scores.decode_rest(rollout)  # on the host before the GPU gets more work
-        # The log-prob passes are queued first and the remaining rewards computed on the host while
-        # the GPU runs them: "logprobs" times the queueing, "scoring" ends when both are done.
-        with timer("logprobs", wait=False), torch.no_grad():
-            batch = self._make_batch(rollout.generation)
+        g = self.cfg.grpo
+        if g.dynamic_sampling.enabled:
+            rollout, trained, sampled, sampling_metrics = self._sample_varying_groups(timer)
+            if rollout is None:  # no group's rewards varied in any round: nothing to learn from
+                return self._skipped_step(step, sampled, sampling_metrics, timer), False
+            with timer("logprobs", wait=False), torch.no_grad():
+                batch = self._make_batch(rollout.generation)
+        else:
+            rows = self._take_rows()
+            scores = StepScores(self.tokenizer, self.reward_fn, rows)
+            rollout = self._generate_scoring(rows, scores, timer)
+            # The log-prob passes are queued first and the remaining rewards computed on the host while
+            # the GPU runs them: "logprobs" times the queueing, "scoring" ends when both are done.
+            with timer("logprobs", wait=False), torch.no_grad():
+                batch = self._make_batch(rollout.generation)
+            with timer("scoring"):
+                trained = sampled = scores.scored_rows()
+            sampling_metrics = {}
+        beta = self.kl.beta(step)  # the coefficient this step uses, before the controller moves it
         with timer("scoring"):
-            rewards, scored = scores.finish()
-            shaped = self.reward_norm(rewards) if self.reward_norm else rewards
-            adv = group_advantages(shaped, self.cfg.grpo.group_size, self.cfg.grpo.scale_rewards,
-                                   self.cfg.grpo.advantage_std)
+            adv = self._advantages(trained, batch, beta)
             batch.advantages = adv.values.to(self.device)
         with timer("update"):
             sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
@@ -247,13 +260,13 @@ class Trainer:
             self._prefetch_rows()  # host work while the GPU runs the update
             update = read_metrics(queued)
         kl = update.pop("kl", None)
-        beta = self.kl.beta(step)  # the coefficient this step's loss used, before the controller moves it
         if kl is not None:
             self.kl.update(kl)
         self._maybe_sync_reference(step)
         metrics = {
-            **reward_metrics(rows, rewards, scored),
+            **sampled.metrics(),
             "frac_reward_zero_std": adv.frac_zero_std,
+            **sampling_metrics,
             **self._completion_metrics(rollout),
             **update,
             **({"kl": kl, "kl/coef": beta} if kl is not None else {}),
@@ -263,6 +276,65 @@ class Trainer:
         metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
         nonfinite = update["nonfinite"] > 0 or update["nonfinite/weights"] > 0 or update["nonfinite/sampling"] > 0
         return metrics, nonfinite
+
+    def _generate_scoring(self, rows: list[Problem], scores: StepScores, timer: PhaseTimer) -> Rollout:
+        with timer("generation"):  # rows that stop early are scored while the GPU generates the rest
+            rollout = self.generate(rows, on_finished=scores.add)
+            scores.decode_rest(rollout)  # on the host before the GPU gets more work
+        return rollout
+
+    def _sample_varying_groups(self, timer: PhaseTimer) -> tuple[Rollout | None, ScoredRows | None, ScoredRows,
+                                                                 dict[str, float]]:
+        """DAPO dynamic sampling: rounds of prompts_per_step problems, keeping only the groups whose
+        rewards vary, until prompts_per_step groups are kept or grpo.dynamic_sampling.max_rounds have run.
+        The kept rows' rollout and scores (None when no group was kept), every sampled row's scores,
+        and the sampling metrics."""
+        G, wanted = self.cfg.grpo.group_size, self.cfg.prompts_per_step
+        parts: list[tuple[Rollout, ScoredRows, list[int]]] = []
+        kept, rounds = 0, 0
+        rows = self._take_rows()
+        while kept < wanted and rounds < self.cfg.grpo.dynamic_sampling.max_rounds:
+            scores = StepScores(self.tokenizer, self.reward_fn, rows)
+            rollout = self._generate_scoring(rows, scores, timer)
+            with timer("scoring"):
+                scored = scores.scored_rows()
+            groups = varying_groups(scored.rewards, G)[:wanted - kept]
+            parts.append((rollout, scored, [group * G + member for group in groups for member in range(G)]))
+            kept, rounds = kept + len(groups), rounds + 1
+            if kept < wanted:
+                rows = self.sample_rows()
+        sampled = sum((scored for _, scored, _ in parts[1:]), parts[0][1])
+        metrics = {"dynamic_sampling/rounds": rounds, "dynamic_sampling/batch_fill": kept / wanted,
+                   "dynamic_sampling/kept_share": kept * G / len(sampled.problems)}
+        parts = [part for part in parts if part[2]]
+        if not parts:
+            return None, None, sampled, metrics
+        trained = sum((scored.select(picked) for _, scored, picked in parts[1:]), parts[0][1].select(parts[0][2]))
+        generation = Generation.stack([(rollout.generation, picked) for rollout, _, picked in parts])
+        return Rollout(problems=trained.problems, generation=generation), trained, sampled, metrics
+
+    def _skipped_step(self, step: int, sampled: ScoredRows, sampling_metrics: dict, timer: PhaseTimer) -> dict:
+        """A dynamic-sampling step that kept no group: no update (loss and gradient 0), its sampling reported."""
+        self._prefetch_rows()
+        lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
+                   self.cfg.optimizer.min_lr_ratio)
+        return {**sampled.metrics(), "frac_reward_zero_std": 1.0, **sampling_metrics, "loss": 0.0, "grad_norm": 0.0,
+                "learning_rate": lr, "nonfinite": 0, **{f"time/{k}": v for k, v in timer.seconds.items()},
+                "step_time": timer.total}
+
+    def _advantages(self, trained: ScoredRows, batch: Batch, beta: float) -> Advantages:
+        """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL penalty when
+        it sits in the reward, summed (default) or per-criterion normalised (grpo.reward_aggregation)."""
+        g, k = self.cfg.grpo, self.cfg.kl
+        shaped = self.reward_norm(trained.rewards) if self.reward_norm else trained.rewards
+        if self.kl.enabled and k.placement == "reward":
+            penalty = kl_reward_penalty(batch.old_logp, batch.ref_logp, batch.mask, k.estimator, beta)
+            shaped = shaped - penalty.float().cpu()
+        if g.reward_aggregation == "normalize_then_sum":
+            names, weights = self.reward_fn.criterion_weights()
+            criteria = torch.tensor([[r.components.get(name, 0.0) for name in names] for r in trained.results])
+            return criterion_advantages(criteria, torch.tensor(weights), g.group_size, g.advantage_std)
+        return group_advantages(shaped, g.group_size, g.scale_rewards, g.advantage_std)
 
     def _take_rows(self) -> list[Problem]:
         rows = self._prefetched[1] if self._prefetched is not None else self.sample_rows()
@@ -290,16 +362,25 @@ class Trainer:
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                                          generator=self.generator, on_finished=on_finished)
 
-    def _make_batch(self, gen, advantages: torch.Tensor | None = None) -> Batch:
-        """The batch of `gen` with its reference (and old-policy) log-probs queued on the device."""
+    def _make_batch(self, gen: Generation, advantages: torch.Tensor | None = None) -> Batch:
+        """The batch of `rollout` with its reference (and old-policy) log-probs queued on the device;
+        with grpo.mask_truncated_completions, rows cut at their token cap get no loss."""
         batch = Batch.from_generation(gen, advantages)
+        if self.cfg.grpo.mask_truncated_completions:
+            batch.mask = batch.mask * stopped(self.tokenizer, gen).to(batch.mask.dtype)[:, None]
         everything = torch.arange(len(batch.groups))
         inputs, group_size = batch.rows(everything), batch.group_size(everything)
         if self.kl.enabled:
             batch.ref_logp = self._no_grad_logprobs("reference", inputs, group_size)
-        if self._reuses_batch:
+        if self._needs_old_logprobs:
             batch.old_logp = self._no_grad_logprobs("policy", inputs, group_size)
         return batch
+
+    @property
+    def _needs_old_logprobs(self) -> bool:
+        """A separate pass for the sampling policy's log-probs: the batch is reused (its ratios need
+        them) or the KL penalty sits in the reward (computed before the update)."""
+        return self._reuses_batch or (self.kl.enabled and self.cfg.kl.placement == "reward")
 
     @property
     def _reuses_batch(self) -> bool:
@@ -352,12 +433,11 @@ class Trainer:
         set_lr(self.optimizer, lr)
         beta = self.kl.beta(step)
         n = batch.mask.shape[0]
-        # Log-probs of the sampling policy, for the KL metric: the stored ones, else the first epoch's.
-        sampling_logp = batch.old_logp
-        if sampling_logp is None and batch.ref_logp is not None:
-            sampling_logp = torch.zeros_like(batch.mask)
+        # Log-probs of the sampling policy (KL and sampler-gap metrics): the stored ones, else the first epoch's.
+        policy_logp = batch.old_logp if batch.old_logp is not None else torch.zeros_like(batch.mask)
         zero = torch.zeros((), device=self.device)
-        sums = dict.fromkeys(("loss", "grad_norm", "updates", "entropy", "clip_low", "clip_high", "clip_region"), zero)
+        sums = dict.fromkeys(("loss", "grad_norm", "updates", "entropy", "clip_low", "clip_high", "clip_region",
+                              "trained_entropy", "trained_tokens"), zero)
         minibatches = 0
         for epoch in range(g.num_iterations):
             order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
@@ -365,26 +445,30 @@ class Trainer:
                 mb_mask = batch.mask[minibatch.to(self.device)]
                 normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
                 self._zero_grad()
-                loss_value = zero  # summed on the device: no sync per micro-batch
+                loss_value, mb_entropy, mb_tokens = zero, zero, zero  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
-                for rows in minibatch.split(micro):
+                parts = minibatch.split(micro)
+                for rows in parts:
                     inputs = batch.rows(rows)
                     rows_here = rows.to(self.device)  # before the pass is queued: this copy waits for the GPU
-                    out = self._policy_pass(inputs, normalizer, beta, batch.group_size(rows))
+                    out = self._policy_pass(inputs, normalizer, beta, batch.group_size(rows), len(parts))
                     loss_value = loss_value + out["loss"]
+                    mb_entropy, mb_tokens = mb_entropy + out["trained_entropy"], mb_tokens + out["trained_tokens"]
                     if epoch == 0:
-                        if batch.old_logp is None and sampling_logp is not None:
-                            sampling_logp[rows_here] = out["logp"]
+                        if batch.old_logp is None:
+                            policy_logp[rows_here] = out["logp"]
                         sums["entropy"] = sums["entropy"] + (out["entropy"] * inputs["mask"]).sum()
-                    mb_tokens = inputs["mask"].sum()
+                    tokens_here = inputs["mask"].sum()
                     for key in ("clip_low", "clip_high", "clip_region"):
-                        sums[key] = sums[key] + out[key] * mb_tokens
+                        sums[key] = sums[key] + out[key] * tokens_here
                 grad_norm = self._clip_gradients().float()
                 finite = torch.isfinite(loss_value) & torch.isfinite(grad_norm)
                 self._step_if(finite)
+                self.entropy_bonus.update(mb_entropy / mb_tokens.clamp(min=1))
                 sums["loss"] = sums["loss"] + torch.where(finite, loss_value, 0.0)
                 sums["grad_norm"] = sums["grad_norm"] + torch.where(finite, grad_norm, 0.0)
                 sums["updates"] = sums["updates"] + finite.float()
+                sums["trained_entropy"], sums["trained_tokens"] = sums["trained_entropy"] + mb_entropy, sums["trained_tokens"] + mb_tokens
                 minibatches += 1
         tokens = batch.mask.sum().clamp(min=1)
         result = {
@@ -392,12 +476,16 @@ class Trainer:
             "grad_norm": sums["grad_norm"] / sums["updates"],
             "learning_rate": lr,
             "entropy": sums["entropy"] / tokens,
+            "entropy/trained_token_share": sums["trained_tokens"] / (tokens * g.num_iterations),
             **{f"clip_ratio/{side}_mean": sums[f"clip_{side}"] / (tokens * g.num_iterations)
                for side in ("low", "high", "region")},
+            **mismatch(policy_logp, batch.sampler_logp, batch.mask),
             "nonfinite": minibatches - sums["updates"],
         }
+        if self.entropy_bonus.enabled:
+            result["entropy/coef"] = self.entropy_bonus.coef
         if batch.ref_logp is not None:
-            k3 = kl_per_token(sampling_logp, batch.ref_logp.float(), "k3")
+            k3 = kl_per_token(policy_logp, batch.ref_logp.float(), "k3")
             result["kl"] = (k3 * batch.mask).sum() / tokens
         return result
 
@@ -412,10 +500,11 @@ class Trainer:
             self.optimizer.step()
 
     def _policy_pass(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
-                     group_size: int) -> dict[str, torch.Tensor]:
-        """Forward and backward of one micro-batch (gradients accumulate); its loss, log-probs [b, N],
-        entropies [b, N] and clip statistics. From a CUDA graph when they are on."""
-        inputs, static = self._pass_inputs(rows, normalizer, beta, group_size)
+                     group_size: int, micro_batches: int = 1) -> dict[str, torch.Tensor]:
+        """Forward and backward of one of a minibatch's `micro_batches` micro-batches (gradients
+        accumulate); its loss, log-probs [b, N], entropies [b, N], clip and trained-token statistics.
+        From a CUDA graph when they are on."""
+        inputs, static = self._pass_inputs(rows, normalizer, beta, group_size, micro_batches)
         if self.policy_graphs is None:
             return self._loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
@@ -424,32 +513,42 @@ class Trainer:
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
 
     def _pass_inputs(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
-                     group_size: int) -> tuple[dict[str, torch.Tensor], dict]:
+                     group_size: int, micro_batches: int = 1) -> tuple[dict[str, torch.Tensor], dict]:
         """The tensors and the static arguments of `_loss_and_backward` for one micro-batch."""
-        inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device)}
+        inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device),
+                  "entropy_coef": self.entropy_bonus.applied_coef()}
         static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0,
-                      group_size=group_size)
+                      group_size=group_size, micro_batches=micro_batches)
         return inputs, static
 
     def _loss_and_backward(self, inputs: dict[str, torch.Tensor], num_sequences: int, use_kl: bool,
-                           group_size: int) -> dict[str, torch.Tensor]:
+                           group_size: int, micro_batches: int = 1) -> dict[str, torch.Tensor]:
         """The GRPO loss of `inputs` and its backward (graph-safe: no host syncs)."""
-        g = self.cfg.grpo
+        g, k = self.cfg.grpo, self.cfg.kl
         with self._autocast():
             logp, entropy = self._completion_logprobs(self.policy, inputs, group_size, with_entropy=True)
-        logp = logp.float()
+        logp, entropy, mask = logp.float(), entropy.float(), inputs["mask"]
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
         per_token, ratio = clipped_surrogate(logp, old, inputs["advantages"], g.epsilon_low, g.epsilon_high)
-        if use_kl:
-            per_token = per_token + inputs["beta"] * kl_per_token(logp, inputs["ref_logp"].float(),
-                                                                  self.cfg.kl.estimator)
+        trained = high_entropy_mask(entropy.detach(), mask, g.top_entropy_quantile)
+        per_token = per_token * trained
+        if g.sampler_correction.mode != "none":
+            per_token = per_token * sampler_weights(old, inputs["sampler_logp"], mask, g.sampler_correction.mode,
+                                                    g.sampler_correction.cap)
+        if use_kl and k.placement == "loss":
+            kl = kl_per_token(logp, inputs["ref_logp"].float(), k.estimator)
+            per_token = per_token + inputs["beta"] * (kl * ratio if k.bias_correction else kl)
         normalizer = LossNormalizer(g.loss_type, num_sequences, inputs["num_tokens"],
                                     max(self.max_new_tokens.values()))
-        loss = normalizer.aggregate(per_token, inputs["mask"])
+        loss = normalizer.aggregate(per_token, mask)
+        trained_entropy, trained_tokens = (entropy * trained).sum(), trained.sum()
+        if self.entropy_bonus.enabled:
+            loss = loss - inputs["entropy_coef"] * trained_entropy / trained_tokens.clamp(min=1) / micro_batches
         loss.backward()
-        clip = clip_stats(ratio.detach(), inputs["advantages"], inputs["mask"], g.epsilon_low, g.epsilon_high)
-        return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach().float(),
-                "clip_low": clip.low, "clip_high": clip.high, "clip_region": clip.region}
+        clip = clip_stats(ratio.detach(), inputs["advantages"], mask, g.epsilon_low, g.epsilon_high)
+        return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach(),
+                "clip_low": clip.low, "clip_high": clip.high, "clip_region": clip.region,
+                "trained_entropy": trained_entropy.detach(), "trained_tokens": trained_tokens.detach()}
 
     def _zero_grad(self) -> None:
         # Captured backward passes add into the existing .grad tensors: keep them (zeroed in place).
@@ -526,7 +625,7 @@ class Trainer:
             "completions/mean_length": lengths.mean().item(),
             "completions/min_length": lengths.min().item(),
             "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": 1.0 - stopped(self.tokenizer, rollout).float().mean().item(),
+            "completions/clipped_ratio": 1.0 - stopped(self.tokenizer, rollout.generation).float().mean().item(),
             "completions/num_tokens": lengths.sum().item(),
         }
 
@@ -580,6 +679,7 @@ class Trainer:
             "generator": self.generator.get_state(),
             "shuffle_generator": self.shuffle_generator.get_state(),
             "reward_norm": self.reward_norm.state_dict() if self.reward_norm else None,
+            "entropy_bonus": self.entropy_bonus.state_dict(),
             "last_eval_step": self.last_eval_step,
         }
         if self.reference is not None and self.cfg.kl.sync_every:
@@ -598,6 +698,7 @@ class Trainer:
         self.last_eval_step = state["last_eval_step"]
         if self.reward_norm:
             self.reward_norm.load_state_dict(state["reward_norm"])
+        self.entropy_bonus.load_state_dict(state["entropy_bonus"])
         if "reference" in state:
             self.reference.load_state_dict(state["reference"])
 
@@ -614,20 +715,6 @@ def read_metrics(queued: dict[str, torch.Tensor | float]) -> dict[str, float]:
     names = [name for name, value in queued.items() if isinstance(value, torch.Tensor)]
     values = torch.stack([queued[name].float() for name in names]).tolist() if names else []
     return {**queued, **dict(zip(names, values))}
-
-
-def reward_metrics(rows: list[Problem], rewards: torch.Tensor, scored: list) -> dict[str, float]:
-    """reward, reward_std, reward/<task> and the mean of every reward component (reward/<task>/<name>)."""
-    metrics = {"reward": rewards.mean().item(), "reward_std": rewards.std(unbiased=False).item()}
-    by_task: dict[str, list[float]] = {}
-    components: dict[str, list[float]] = {}
-    for problem, reward, result in zip(rows, rewards.tolist(), scored):
-        by_task.setdefault(problem.task, []).append(reward)
-        for name, value in result.components.items():
-            components.setdefault(name, []).append(value)
-    for name, values in {**by_task, **components}.items():
-        metrics[f"reward/{name}"] = sum(values) / len(values)
-    return metrics
 
 
 class PhaseTimer:

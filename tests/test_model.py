@@ -261,7 +261,7 @@ def test_every_newline_only_token_is_a_stop_token(tmp_path: Path) -> None:
     generation = Generation.assemble(torch.tensor([[0], [0]]), torch.ones(2, 1, dtype=torch.bool),
                                      completion_ids, mask, torch.zeros(2, 3))
     rollout = Rollout(problems=[], generation=generation)
-    assert stopped(gpt2, rollout).tolist() == [True, False]  # ended by "\n\n"; cut at the cap
+    assert stopped(gpt2, rollout.generation).tolist() == [True, False]  # ended by "\n\n"; cut at the cap
     assert decode_completions(gpt2, rollout) == ["a", "a \na"]
 
 

@@ -77,6 +77,9 @@ def test_smoke_runs_the_tiny_model_on_the_cpu_and_kl_stability_the_real_one() ->
     searched = set(real.hydra.sweeper.params)
     assert {"optimizer.lr", "kl.coef", "kl.estimator", "grpo.epsilon_low", "grpo.epsilon_high", "kl.warmup_steps",
             "kl.warmup_factor", "sampling.temperature", "task_mix", "grpo.group_size"} <= searched
+    recipe = compose_sweep("sweeps=recipe_search").hydra.sweeper.params
+    assert {"grpo.dynamic_sampling.enabled", "grpo.reward_aggregation", "grpo.entropy.coef", "grpo.top_entropy_quantile",
+            "grpo.mask_truncated_completions", "grpo.sampler_correction.mode", "kl.bias_correction"} <= set(recipe)
 
 
 @pytest.mark.parametrize(("pruner", "kind"), [("median", optuna.pruners.MedianPruner),

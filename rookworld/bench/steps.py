@@ -92,7 +92,9 @@ def time_steps(trainer: Trainer, warmup: int, steps: int) -> dict:
         records.append({"wall": time.perf_counter() - start,
                         **{p: metrics[f"time/{p}"] for p in PHASES},
                         "tokens": metrics["completions/num_tokens"], "loss": metrics["loss"],
-                        "kl": metrics.get("kl", 0.0), "captured": pass_graph_captures(trainer) - captures})
+                        "kl": metrics.get("kl", 0.0), "captured": pass_graph_captures(trainer) - captures,
+                        "sampler_gap_mean": metrics["sampler/logp_gap_mean"],
+                        "sampler_gap_max": metrics["sampler/logp_gap_max"]})
         captures += records[-1]["captured"]
         if cuda:  # each step's own peak, so steps that capture new graphs can be told apart
             records[-1]["peak_gib"] = torch.cuda.max_memory_allocated() / GIB
@@ -124,6 +126,8 @@ def summarize(records: list[dict]) -> dict:
     summary["tokens_per_step"] = statistics.median(r["tokens"] for r in records)
     summary["generated_tokens_per_s"] = sum(r["tokens"] for r in records) / max(generation, 1e-9)
     summary["finite_losses"] = all(r["loss"] == r["loss"] for r in records)
+    summary["sampler_gap_mean"] = statistics.mean(r["sampler_gap_mean"] for r in records)
+    summary["sampler_gap_max"] = max(r["sampler_gap_max"] for r in records)
     return summary
 
 
@@ -215,6 +219,8 @@ def format_timing(name: str, timing: dict) -> list[str]:
         lines.append(f"  {label:<12}{s[key]['median']:>9.4f}{s[key]['min']:>9.4f}{s[key]['max']:>9.4f}")
     lines.append(f"  generated tokens/step {s['tokens_per_step']:.0f}, {s['generated_tokens_per_s']:,.0f} tokens/s, "
                  f"finite losses: {s['finite_losses']}")
+    lines.append(f"  sampler/trainer log-prob gap per token: mean {s['sampler_gap_mean']:.2e}, "
+                 f"max {s['sampler_gap_max']:.2e} (nats)")
     if "memory" in timing:
         m = timing["memory"]
         lines.append(f"  GPU memory: peak {m['peak_gib']:.3f} GiB allocated ({m['peak_reserved_gib']:.3f} reserved; "

@@ -10,6 +10,16 @@ The std is the sample std (divisor n - 1, torch's default, as TRL and verl compu
 
 A group whose rewards are all equal has zero advantage for every member and carries no signal;
 its share of the batch is reported as `frac_reward_zero_std`.
+
+Per-criterion normalisation (`reward_aggregation=normalize_then_sum`: GDPO, arXiv 2601.05242; TRL
+`multi_objective_aggregation="normalize_then_sum"`): with criteria c_k of weight w_k (the reward's
+own weights; the malformed indicator weighs the malformed penalty),
+
+    r_i = sum_k w_k (c_ik - mean_group(c_k)) / (std_group(c_k) + eps)
+    A_i = (r_i - mean_batch(r)) / (std_batch(r) + eps)
+
+so criteria of small spread are not drowned by those of large spread. A group with no criterion
+varying has r = 0 for every member (zero advantage).
 """
 from __future__ import annotations
 
@@ -18,6 +28,8 @@ from dataclasses import dataclass
 import torch
 
 SCALE_REWARDS = ("group", "batch", "none")
+REWARD_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+ZERO_STD = 1e-6  # a group whose reward std is below this does not vary
 ADVANTAGE_STDS = ("sample", "population")
 
 
@@ -42,7 +54,7 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
     grouped = rewards.view(-1, group_size)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
     group_std = grouped.std(dim=1, unbiased=unbiased, keepdim=True)
-    zero_std = group_std.squeeze(1) < 1e-6
+    zero_std = group_std.squeeze(1) < ZERO_STD
     # Equal rewards can leave a rounding residue after centring; such a group carries no signal.
     centred = centred.masked_fill(zero_std.unsqueeze(1), 0.0)
     if scale_rewards == "group":
@@ -50,6 +62,29 @@ def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
     elif scale_rewards == "batch":
         centred = centred / (rewards.std(unbiased=unbiased) + eps)
     return Advantages(values=centred.reshape(-1), zero_std_groups=zero_std)
+
+
+def varying_groups(rewards: torch.Tensor, group_size: int) -> list[int]:
+    """The groups (of `group_size` contiguous rows) whose rewards vary: the ones with a learning signal."""
+    std = rewards.view(-1, group_size).std(dim=1, unbiased=False)
+    return [group for group, spread in enumerate(std.tolist()) if spread >= ZERO_STD]
+
+
+def criterion_advantages(criteria: torch.Tensor, weights: torch.Tensor, group_size: int,
+                         advantage_std: str = "sample", eps: float = 1e-4) -> Advantages:
+    """criteria: [P*G, K] each completion's criteria (the G completions of a prompt contiguous);
+    weights: [K]. The normalize_then_sum advantages of the module docstring."""
+    if advantage_std not in ADVANTAGE_STDS:
+        raise ValueError(f"advantage_std={advantage_std!r}: expected one of {ADVANTAGE_STDS}")
+    unbiased = advantage_std == "sample"
+    grouped = criteria.view(-1, group_size, criteria.shape[1])
+    std = grouped.std(dim=1, unbiased=unbiased, keepdim=True)
+    normalized = (grouped - grouped.mean(dim=1, keepdim=True)) / (std + eps)
+    normalized = normalized.masked_fill(std < ZERO_STD, 0.0)  # a constant criterion carries no signal
+    rewards = (normalized * weights).sum(-1).reshape(-1)
+    zero_std = (std < ZERO_STD).all(dim=2).squeeze(1)
+    values = (rewards - rewards.mean()) / (rewards.std(unbiased=unbiased) + eps)
+    return Advantages(values=values.masked_fill(zero_std.repeat_interleave(group_size), 0.0), zero_std_groups=zero_std)
 
 
 class EMARewardNormalizer:

@@ -7,6 +7,13 @@ With r = log pi_theta(t) - log pi_ref(t) on a token t sampled from the policy:
 The log-ratio is clamped to [-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP] (as verl does) so one rare token
 cannot produce an infinite penalty.
 
+Where the penalty goes (`kl.placement`):
+    loss    beta * KL_t added to each token's loss (GRPO; verl use_kl_loss); with `bias_correction`
+            (TRL use_bias_correction_kl, DeepSeek-V3.2) KL_t is weighted by the ratio pi_theta / pi_old,
+            which carries the gradient
+    reward  the sequence reward becomes r_i - beta * sum_t KL_t(pi_old, pi_ref) before the group
+            advantages, and the loss has no KL term (verl use_kl_in_reward; with k1 the unbiased choice)
+
 "KL" in logs and guards always means: the k3 estimate averaged over all completion tokens of the
 batch (per-token mean), measured between the policy that sampled the batch and the reference.
 It is exactly 0 before the first update when both models run in the same precision.
@@ -18,6 +25,7 @@ import math
 import torch
 
 ESTIMATORS = ("k1", "k2", "k3")
+PLACEMENTS = ("loss", "reward")
 LOG_RATIO_CLAMP = 20.0
 
 
@@ -30,6 +38,12 @@ def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> 
     if estimator == "k3":
         return torch.expm1(-r) + r
     raise ValueError(f"kl.estimator={estimator!r}: expected one of {ESTIMATORS}")
+
+
+def kl_reward_penalty(old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, estimator: str,
+                      beta: float) -> torch.Tensor:
+    """[B] beta * sum_t KL_t over each completion's tokens (placement=reward), from the sampling policy."""
+    return beta * (kl_per_token(old_logp.float(), ref_logp.float(), estimator) * mask).sum(-1)
 
 
 class KLController:

@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
 from rookworld.model.gpt2 import GPT, KVCache
@@ -46,6 +47,24 @@ class Generation:
             completion_mask=completion_mask,
             logprobs=logprobs,
         )
+
+    @classmethod
+    def stack(cls, parts: Sequence[tuple[Generation, Sequence[int]]]) -> Generation:
+        """Rows `rows` of each generation, in order, as one batch: prompts left-padded and completions
+        right-padded to the widest (padding masked out; positions unchanged)."""
+        width = max(gen.prompt_length for gen, _ in parts)
+        length = max(gen.completion_ids.shape[1] for gen, _ in parts)
+        pieces = {"prompt_ids": [], "prompt_mask": [], "completion_ids": [], "completion_mask": [], "logprobs": []}
+        for gen, rows in parts:
+            index = torch.tensor(list(rows), dtype=torch.long, device=gen.input_ids.device)
+            left, right = width - gen.prompt_length, length - gen.completion_ids.shape[1]
+            P = gen.prompt_length
+            pieces["prompt_ids"].append(F.pad(gen.input_ids[index, :P], (left, 0)))
+            pieces["prompt_mask"].append(F.pad(gen.attention_mask[index, :P], (left, 0)))
+            pieces["completion_ids"].append(F.pad(gen.completion_ids[index], (0, right)))
+            pieces["completion_mask"].append(F.pad(gen.completion_mask[index], (0, right)))
+            pieces["logprobs"].append(F.pad(gen.logprobs[index], (0, right)))
+        return cls.assemble(**{name: torch.cat(tensors) for name, tensors in pieces.items()})
 
     def completions(self) -> list[list[int]]:
         """Each row's generated token ids (stop token included), without padding."""

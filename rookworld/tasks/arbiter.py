@@ -107,6 +107,25 @@ def _parse_uci(move: str) -> chess.Move | None:
         return None
 
 
+TRANSITION_SLICES = ("ordinary", "capture_promotion", "castling_en_passant", "terminal", "illegal")
+
+
+@functools.lru_cache(maxsize=8192)
+def transition_slice(truth: ArbiterTruth) -> str:
+    """The kind of transition, for per-slice accuracy: illegal (the move is not legal), terminal (the
+    move ends the game or the episode), castling_en_passant, capture_promotion, else ordinary."""
+    board, move = chess.Board(truth.fen), _parse_uci(truth.move)
+    if move is None or move not in board.legal_moves:
+        return "illegal"
+    if truth.terminated or truth.truncated:
+        return "terminal"
+    if board.is_castling(move) or board.is_en_passant(move):
+        return "castling_en_passant"
+    if board.is_capture(move) or move.promotion:
+        return "capture_promotion"
+    return "ordinary"
+
+
 def render_arbiter_completion(truth: ArbiterTruth) -> str:
     return "+".join((truth.next_fen, str(float(truth.reward)), str(int(truth.terminated)), str(int(truth.truncated))))
 

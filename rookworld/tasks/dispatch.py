@@ -5,10 +5,10 @@ The only place that dispatches on `problem.task`; each task's own logic lives in
 from __future__ import annotations
 
 from rookworld.tasks.arbiter import (ARBITER_CRITERIA, ArbiterAnswer, arbiter_scores, parse_arbiter,
-                                     render_arbiter_completion)
+                                     render_arbiter_completion, transition_slice)
 from rookworld.tasks.arbiter import EXACT_CRITERIA as ARBITER_EXACT
 from rookworld.tasks.policy import (DEFAULT_EVAL_SCALE, POLICY_CRITERIA, PolicyAnswer, eval_mae, parse_policy,
-                                    policy_scores, render_policy_completion)
+                                    policy_consistency, policy_scores, render_policy_completion)
 from rookworld.tasks.policy import EXACT_CRITERIA as POLICY_EXACT
 from rookworld.tasks.problem import Problem
 
@@ -37,6 +37,15 @@ def score_completion(problem: Problem, completion: str,
     return score_answer(problem, parse_completion(problem, completion), eval_scale)
 
 
+def diagnostics(problem: Problem, answer: PolicyAnswer | ArbiterAnswer | None,
+                scores: dict[str, float] | None) -> dict[str, float]:
+    """Where learning happens, beyond the reward criteria: P: the answer's internal consistency
+    (consistency/<check>); A: exact next state in the transition's slice (next_state/<slice>)."""
+    if problem.task == "P":
+        return {f"consistency/{k}": v for k, v in policy_consistency(problem.truth, answer).items()}
+    return {f"next_state/{transition_slice(problem.truth)}": scores["next_state"] if scores else 0.0}
+
+
 def perfect_completion(problem: Problem) -> str:
     if problem.task == "P":
         return render_policy_completion(problem.truth)
@@ -46,7 +55,8 @@ def perfect_completion(problem: Problem) -> str:
 def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
     """The reward criteria of one completion (rookworld.rewards), plus the eval MAE for P:."""
     answer = parse_completion(problem, completion)
-    scores = score_answer(problem, answer) or dict.fromkeys(CRITERIA[problem.task], 0.0)
+    scored = score_answer(problem, answer)
+    scores = {**(scored or dict.fromkeys(CRITERIA[problem.task], 0.0)), **diagnostics(problem, answer, scored)}
     if problem.task == "P":
         mae = eval_mae(problem.truth, answer)
         if mae is not None:

@@ -143,6 +143,23 @@ def policy_scores(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float = 
     }
 
 
+CONSISTENCY_CHECKS = ("best_in_moves", "moves_legal", "best_top_eval")
+
+
+def policy_consistency(truth: PolicyTruth, answer: PolicyAnswer | None) -> dict[str, float]:
+    """Does the answer agree with itself (whatever the engine says)? best_in_moves: the B: move is one
+    of the M: moves; moves_legal: every M: move is legal; best_top_eval: the B: move's E: value is the
+    highest E: value (M: and E: of equal length). 0 for all when the completion does not parse."""
+    if answer is None:
+        return dict.fromkeys(CONSISTENCY_CHECKS, 0.0)
+    moves, evals, best = answer.moves, answer.evals, answer.best_move
+    in_moves = best is not None and best in moves
+    top_eval = in_moves and len(evals) == len(moves) and evals[moves.index(best)] == max(evals)
+    return {"best_in_moves": float(in_moves),
+            "moves_legal": float(bool(moves) and all(m in _legal_moves(truth.fen) for m in moves)),
+            "best_top_eval": float(top_eval)}
+
+
 def _policy_well_formed(answer: PolicyAnswer) -> bool:
     return (1 <= len(answer.moves) <= MAX_CANDIDATES
             and all(UCI_PATTERN.fullmatch(move) for move in answer.moves)
