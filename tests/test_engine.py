@@ -184,7 +184,7 @@ def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
     from rookworld.data.records import read_jsonl
     from rookworld.data.positions import BUNDLED
 
-    fens = [r["fen"] for r in read_jsonl(BUNDLED["policy_heldout"])[:40:4]]
+    fens = [r["fen"] for r in read_jsonl(BUNDLED["policy_validation"])[:40:4]]
     limit = {"depth": None, "nodes": 20_000}
     with Engine(STOCKFISH, cache_size=0, **limit) as engine:
         forward = [engine.analyse(fen) for fen in fens]

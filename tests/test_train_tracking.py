@@ -58,7 +58,7 @@ def test_a_run_forced_into_kl_failure_is_tagged_kl_failure(tmp_path):
 
 
 def test_a_run_that_raises_is_tagged_failed_with_the_message(tmp_path):
-    cfg, client = tracked(tmp_path, f"data.policy_heldout={tmp_path}/missing.jsonl")
+    cfg, client = tracked(tmp_path, f"data.policy_validation={tmp_path}/missing.jsonl")
     with pytest.raises(FileNotFoundError):
         run(cfg)
     logged = only_run(client)
