@@ -482,3 +482,24 @@ def test_load_time_rejects_zero_repeats(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as info:
         load_time.main(["--repeats", "0"])
     assert info.value.code == 2 and "--repeats 0" in capsys.readouterr().err
+
+
+def test_pooled_cases_are_dealt_without_replacement() -> None:
+    """A pooled transition repeats only once its whole pool has been dealt: at most ceil(draws / pool)."""
+    import math
+
+    shares = {"checkmate": 0.4, "promotion": 0.3, "illegal": 0.3}
+    stream = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
+    draws = 120
+    by_pool: dict[str, Counter] = {}
+    for index in range(draws):
+        case = stream.drawn_case(index)
+        pool = {"illegal:missing_promotion": "missing_promotion"}.get(case, case)
+        if pool in stream.pools:
+            by_pool.setdefault(pool, Counter())[stream.transition(index)] += 1
+    assert set(by_pool) == {"checkmate", "promotion", "missing_promotion"}
+    for pool, counts in by_pool.items():
+        assert set(counts) <= set(stream.pools[pool])
+        assert max(counts.values()) == math.ceil(sum(counts.values()) / len(stream.pools[pool])), pool
+    again = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
+    assert [again.transition(i) for i in reversed(range(draws))][::-1] == [stream.transition(i) for i in range(draws)]
