@@ -10,12 +10,15 @@
 #      EVAL_N A: problems of the validation and of the test part
 # Usage, from the repository root, with the wheels installed and Stockfish at $STOCKFISH:
 #   STOCKFISH=bin/stockfish OLD_TRAIN=outputs/old_data/train.jsonl.gz RECIPE=1 bash tools/ground_truth_device.sh
+# BUDGET_S (110) is the re-annotation time the chosen budget must fit; LADDER the label budgets tried,
+# e.g. LADDER="100000 200000 400000 800000 1600000 3200000" BUDGET_S=3600 (the cache keeps earlier analyses).
 # Everything it makes is copied to $OUT.
 set -u
 OUT=${OUT:-/tmp/out}
 STOCKFISH=$(realpath "${STOCKFISH:-/usr/games/stockfish}")
 WORKERS=${WORKERS:-$(nproc)}
 BUDGET_S=${BUDGET_S:-110}
+LADDER=${LADDER:-100000 200000 400000 800000 1600000}
 EVAL_N=${EVAL_N:-512}
 B=rookworld/data/bundled
 mkdir -p "$OUT"
@@ -24,7 +27,7 @@ rows=$(python3 -c "from rookworld.data.records import read_jsonl as r; print(sum
 echo "== agreement curve ($WORKERS workers, $rows rows to re-annotate in $BUDGET_S s)"
 python3 -m rookworld.data.agreement --positions docs/runs/agreement_positions.jsonl --sample 200 --seed 0 \
     --workers "$WORKERS" --engine-path "$STOCKFISH" --cache docs/runs/agreement_cache.json \
-    --json docs/runs/agreement.json --budget-seconds "$BUDGET_S" --rows "$rows" 2>"$OUT/agreement.log" | tee "$OUT/agreement.md"
+    --json docs/runs/agreement.json --budget-seconds "$BUDGET_S" --rows "$rows" --ladder $LADDER 2>"$OUT/agreement.log" | tee "$OUT/agreement.md"
 cp docs/runs/agreement_cache.json docs/runs/agreement.json "$OUT/"
 nodes=$(python3 -c "import json; print(json.load(open('docs/runs/agreement.json'))['chosen']['nodes'])")
 
