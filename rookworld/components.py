@@ -19,14 +19,16 @@ def build_trainer(cfg: DictConfig, tracker) -> Trainer:
     device = resolve_device(cfg.device)
     policy, tokenizer = load_policy(cfg.model, device)
     data = cfg.data
-    heldout = eval_problems(cfg.eval, load_policy_problems("heldout", data), load_arbiter_problems("heldout", data))
+    split = cfg.eval.split
+    heldout = eval_problems(cfg.eval, load_policy_problems(split, data), load_arbiter_problems(split, data))
     return Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
                    reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=heldout,
                    tracker=tracker, hooks=build_hooks(cfg))
 
 
 def eval_problems(eval_cfg: DictConfig, policy_heldout: list, arbiter_heldout: list) -> list:
-    """The held-out problems evaluated: the first eval.num_policy P: and eval.num_arbiter A: ones."""
+    """The held-out problems evaluated: the first eval.num_policy P: and eval.num_arbiter A: ones (of
+    the part eval.split names)."""
     return policy_heldout[: eval_cfg.num_policy] + arbiter_heldout[: eval_cfg.num_arbiter]
 
 

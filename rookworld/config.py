@@ -11,6 +11,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
+from rookworld.data.records import HELD_OUT_SPLITS
 from rookworld.grpo.advantages import ADVANTAGE_STDS, REWARD_AGGREGATIONS, SCALE_REWARDS
 from rookworld.grpo.kl import ESTIMATORS, PLACEMENTS
 from rookworld.grpo.sampler_correction import MODES as SAMPLER_CORRECTIONS
@@ -23,6 +24,7 @@ OPTIMIZERS = ("adamw", "sgd")
 SAVE_DTYPES = ("float32", "bfloat16")
 PROJECT_TARGETS = "rookworld.*"
 ASSETS_DIR = Path(__file__).parent / "assets"
+CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 # `${rookworld.asset:NAME}` in a config: a file or folder shipped in rookworld/assets/.
 def _asset(name: str) -> str:
@@ -30,6 +32,15 @@ def _asset(name: str) -> str:
 
 
 OmegaConf.register_resolver("rookworld.asset", _asset, replace=True)
+
+
+def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
+    """conf/<config_name>.yaml with `overrides`, as the entry points compose it (sweeps=NAME too)."""
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(CONF_DIR)):
+        return hydra_compose(config_name, overrides=overrides, return_hydra_config=True)
 
 
 class ConfigError(ValueError):
@@ -123,6 +134,7 @@ def validate(cfg: DictConfig) -> None:
     require(cfg.log_every >= 1, "log_every", cfg.log_every, "must be >= 1")
     require(cfg.time_limit_min is None or cfg.time_limit_min > 0, "time_limit_min", cfg.time_limit_min,
             "must be > 0 or null (no limit)")
+    _one_of("eval.split", cfg.eval.split, HELD_OUT_SPLITS)
     require(cfg.eval.every >= 0, "eval.every", cfg.eval.every, "must be >= 0 (0 = only at the start and the end)")
     require(cfg.eval.batch_size >= 1, "eval.batch_size", cfg.eval.batch_size, "must be >= 1")
     require(cfg.eval.cache_dir is None or (isinstance(cfg.eval.cache_dir, str) and cfg.eval.cache_dir.strip() != ""),
@@ -164,6 +176,7 @@ def validate_sft(cfg: DictConfig) -> None:
     require(s.time_limit_min is None or s.time_limit_min > 0, "sft.time_limit_min", s.time_limit_min,
             "must be > 0 or null (no limit)")
     _one_of("sft.save_dtype", s.save_dtype, SAVE_DTYPES)
+    _one_of("eval.split", cfg.eval.split, HELD_OUT_SPLITS)
     require(cfg.device == "auto" or _is_device(cfg.device), "device", cfg.device,
             "expected auto, cpu, cuda or cuda:N")
     _validate_optimizer(cfg.optimizer)

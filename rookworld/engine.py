@@ -19,6 +19,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from dataclasses import dataclass
 from pathlib import Path
 
 import chess
@@ -41,6 +42,15 @@ MATE_BASE = 1000.0
 
 class EngineNotFoundError(FileNotFoundError):
     """The Stockfish binary is missing or not executable."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One MultiPV line as Stockfish reports it: its first move, eval (pawns, side to move) and depth."""
+
+    move: str
+    eval: float
+    depth: int
 
 
 _live_finalizers: set[weakref.finalize] = set()
@@ -96,8 +106,9 @@ def score_to_pawns(score: chess.engine.Score) -> float:
 class Engine:
     """Persistent Stockfish process with a per-(fen, limit) LRU cache.
 
-    Exactly one of `depth` / `nodes` / `time_limit` (seconds) must be set; `time_limit` is not
-    reproducible (it depends on the machine's speed and load). The process starts on the first
+    Exactly one of `depth` / `nodes` / `time_limit` (seconds) must be set (the labels' limit is in
+    conf/engine/stockfish.yaml: `build` it, or pass the limit); `time_limit` is not reproducible
+    (it depends on the machine's speed and load). The process starts on the first
     analysis (or on `__enter__`) and is stopped by `close()`, by garbage collection, or at
     interpreter exit, whichever comes first.
     """
@@ -105,7 +116,7 @@ class Engine:
     def __init__(
         self,
         path: str = "/usr/games/stockfish",
-        depth: int | None = 10,
+        depth: int | None = None,
         nodes: int | None = None,
         time_limit: float | None = None,
         threads: int = 1,
@@ -114,13 +125,13 @@ class Engine:
         cache_size: int = 100_000,
         timeout: float = 30.0,
     ) -> None:
+        self.path = resolve_engine_path(path)
         _validate_limits(depth, nodes, time_limit)
         for name, value in (("threads", threads), ("hash_mb", hash_mb), ("multipv", multipv)):
             if not isinstance(value, int) or value < 1:
                 raise ValueError(f"engine.{name} must be a positive integer, got {value!r}")
         if cache_size < 0:
             raise ValueError(f"engine.cache_size must be >= 0, got {cache_size!r}")
-        self.path = resolve_engine_path(path)
         self.depth = depth
         self.nodes = nodes
         self.time_limit = time_limit
@@ -206,6 +217,11 @@ class Engine:
         return candidates
 
     def _analyse_uncached(self, board: chess.Board) -> tuple[Candidate, ...]:
+        return tuple(Candidate(move=line.move, eval=line.eval) for line in self.analyse_lines(board.fen()))
+
+    def analyse_lines(self, fen: str) -> tuple[Line, ...]:
+        """The MultiPV lines in Stockfish's order, with their depths (not cached)."""
+        board = chess.Board(fen)
         n_legal = board.legal_moves.count()
         if n_legal == 0:
             return ()
@@ -215,7 +231,7 @@ class Engine:
         except chess.engine.EngineTerminatedError:
             self.close()  # the process died (crash, OOM kill): one fresh start, then give up
             infos = self._analyse_from_clean_state(board, multipv)
-        return _candidates_from_infos(infos, board.turn)
+        return _lines_from_infos(infos, board.turn)
 
     def _analyse_from_clean_state(self, board: chess.Board, multipv: int) -> list[dict]:
         # A game object python-chess has not seen makes it send `ucinewgame` first: the hash and
@@ -241,20 +257,24 @@ def _validate_limits(depth: int | None, nodes: int | None, time_limit: float | N
         raise ValueError(f"engine.time_limit must be > 0 seconds, got {time_limit!r}")
 
 
-def _candidates_from_infos(infos: list[dict], turn: chess.Color) -> tuple[Candidate, ...]:
+def _lines_from_infos(infos: list[dict], turn: chess.Color) -> tuple[Line, ...]:
+    """Lines in Stockfish's MultiPV order, which is the best-first order the labels keep.
+
+    A nodes limit can stop Stockfish inside an iteration: the lines it has searched at the new
+    depth come first, sorted by their eval; the others keep the score of one iteration less and
+    follow, even where that shallower score is higher. Re-sorting all lines by eval would promote
+    those shallower lines; a deeper search sides with Stockfish's line 1 (bundled data README).
+    """
     ranked = sorted((info for info in infos if info.get("pv")), key=lambda i: i.get("multipv", 1))
     seen: set[str] = set()
-    candidates = []
+    lines = []
     for info in ranked:
         move = info["pv"][0].uci()
         if move in seen:
             continue
         seen.add(move)
-        candidates.append(Candidate(move=move, eval=score_to_pawns(info["score"].pov(turn))))
-    # A nodes limit can stop Stockfish inside an iteration: lines not yet searched at the new depth
-    # keep their shallower score and may outrank line 1. Best first means highest eval first
-    # (a stable sort: equal evals keep Stockfish's order).
-    return tuple(sorted(candidates, key=lambda c: -c.eval))
+        lines.append(Line(move=move, eval=score_to_pawns(info["score"].pov(turn)), depth=int(info.get("depth", 0))))
+    return tuple(lines)
 
 
 # -- many positions over worker processes ------------------------------------------------------------
@@ -268,20 +288,21 @@ def _start_worker(engine_kwargs: dict) -> None:
     _worker_engine.start()  # engine start-up is not part of the first analysis
 
 
-def _analyse_timed(engine: Engine, fen: str) -> tuple[tuple[Candidate, ...], float]:
+def _analyse_timed(engine: Engine, fen: str, lines: bool) -> tuple[tuple, float]:
     started = time.perf_counter()
-    candidates = engine.analyse(fen)
-    return candidates, time.perf_counter() - started
+    result = engine.analyse_lines(fen) if lines else engine.analyse(fen)
+    return result, time.perf_counter() - started
 
 
-def _analyse_in_worker(fen: str) -> tuple[tuple[Candidate, ...], float]:
+def _analyse_in_worker(job: tuple[str, bool]) -> tuple[tuple, float]:
     assert _worker_engine is not None
-    return _analyse_timed(_worker_engine, fen)
+    return _analyse_timed(_worker_engine, *job)
 
 
 def analyse_many(fens: list[str], workers: int, progress=None, seconds: list[float] | None = None,
-                 **engine_kwargs) -> list[tuple[Candidate, ...]]:
-    """Candidates of each FEN, in input order, from `workers` processes with one engine each.
+                 lines: bool = False, **engine_kwargs) -> list[tuple]:
+    """Candidates of each FEN (its `Line`s with `lines=True`), in input order, from `workers`
+    processes with one engine each.
 
     `engine_kwargs` are Engine's; `progress(done)` is called after each position; `seconds`, when
     given, receives each analysis's wall time (engine start-up excluded).
@@ -291,22 +312,22 @@ def analyse_many(fens: list[str], workers: int, progress=None, seconds: list[flo
     if workers == 1:
         with Engine(**{**engine_kwargs, "cache_size": 0}) as engine:
             engine.start()
-            return [_collect(progress, seconds, i, _analyse_timed(engine, fen)) for i, fen in enumerate(fens, 1)]
+            return [_collect(progress, seconds, i, _analyse_timed(engine, fen, lines))
+                    for i, fen in enumerate(fens, 1)]
     # spawn, not fork: a forked child would inherit the parent's engine threads half-way
     context = multiprocessing.get_context("spawn")
     with context.Pool(workers, initializer=_start_worker, initargs=(engine_kwargs,)) as pool:
-        results = pool.imap(_analyse_in_worker, fens, chunksize=1)
+        results = pool.imap(_analyse_in_worker, [(fen, lines) for fen in fens], chunksize=1)
         out = [_collect(progress, seconds, i, result) for i, result in enumerate(results, 1)]
         pool.close()  # workers exit normally, and their exit hooks stop their engines
         pool.join()
     return out
 
 
-def _collect(progress, seconds: list[float] | None, done: int,
-             result: tuple[tuple[Candidate, ...], float]) -> tuple[Candidate, ...]:
-    candidates, elapsed = result
+def _collect(progress, seconds: list[float] | None, done: int, result: tuple[tuple, float]) -> tuple:
+    analysis, elapsed = result
     if seconds is not None:
         seconds.append(elapsed)
     if progress is not None:
         progress(done)
-    return candidates
+    return analysis

@@ -4,11 +4,14 @@ Metrics (all rates in [0, 1]):
 The per-field rates are the reward criteria of each task (rookworld/tasks/, docs/rewards.md), averaged:
   eval/P/format       M:, E:, B: fields, 1-5 UCI moves, one eval per move, one UCI best move
   eval/P/legal_best   the B: move is legal in the position
-  eval/P/best_move    the B: move equals the engine's rank-1 move
-  eval/P/top5         |proposed moves ∩ engine top-5| / |engine top-5|
+  eval/P/best_move    the B: move is the engine's rank-1 move, or a candidate whose eval (2 decimals)
+                      ties the rank-1 eval (PolicyTruth.best_moves)
+  eval/P/top5         engine candidates among the first 5 proposed moves / max(engine candidates,
+                      proposed moves): duplicates, weaker moves and a longer list cost
   eval/P/eval_accuracy  see docs/rewards.md
-  eval/P/eval_mae     mean |E - engine eval| in pawns (clipped to ±10) over proposed moves that are
-                      among the engine's candidates (lower is better; absent when none match)
+  eval/P/eval_mae     mean |E - engine eval| in pawns (clipped to ±10) over the distinct proposed moves
+                      that are among the engine's candidates, each with its first E: value (lower is
+                      better; absent when none match)
   eval/A/format       four fields: a valid FEN, a task reward value, flags 0/1
   eval/A/next_state   exact next FEN
   eval/A/reward, eval/A/terminated, eval/A/truncated   each field exact

@@ -24,7 +24,7 @@ from rookworld.components import eval_problems, load_policy
 from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_sft
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-from rookworld.data.records import position_key
+from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
 from rookworld.evaluate import evaluate
@@ -66,9 +66,11 @@ def run(cfg: DictConfig) -> dict[str, float]:
     n_params = sum(p.numel() for p in model.parameters())
     print(f"sft: {n_params / 1e6:.1f}M parameters on {device}", flush=True)
     policy_train = load_policy_problems("train", cfg.data)
-    policy_heldout, arbiter_heldout = load_policy_problems("heldout", cfg.data), load_arbiter_problems("heldout", cfg.data)
+    policy_heldout = load_policy_problems(cfg.eval.split, cfg.data)
+    arbiter_heldout = load_arbiter_problems(cfg.eval.split, cfg.data)
     heldout = policy_heldout + arbiter_heldout
-    exclude = {position_key(p.truth.fen) for p in heldout}
+    exclude = {position_key(p.truth.fen) for split in HELD_OUT_SPLITS  # neither held-out part is trained on
+               for p in load_policy_problems(split, cfg.data) + load_arbiter_problems(split, cfg.data)}
     cases = ArbiterCases(dict(s.arbiter_cases), exclude)
     stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, cfg.seed)
     loader = DataLoader(stream, batch_size=s.batch_size, num_workers=s.num_workers,

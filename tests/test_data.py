@@ -14,7 +14,7 @@ from omegaconf import OmegaConf
 
 from rookworld.data import annotate, rookworld7m
 from rookworld.data.load_time import load_files_uncached, start_arbiter_stream_uncached
-from rookworld.data.records import position_key, read_jsonl
+from rookworld.data.records import HELD_OUT_SPLITS, SPLITS, position_key, read_jsonl
 from rookworld.data.move_cases import illegal_moves, legal_move_case
 from rookworld.data.positions import (
     BUNDLED,
@@ -37,28 +37,44 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 def test_every_bundled_split_loads() -> None:
     """Load time is measured by `python -m rookworld.data.load_time` (a benchmark, not a timed test)."""
     _, counts = load_files_uncached()
-    assert counts["P: train"] >= 5000 and counts["P: heldout"] >= 500 and counts["A: heldout"] >= 500
+    assert counts["P: train"] >= 5000
+    assert counts["P: validation"] + counts["P: test"] >= 3000 and counts["A: validation"] + counts["A: test"] >= 3000
+    assert min(counts[f"{task}: {split}"] for task in "PA" for split in HELD_OUT_SPLITS) >= 1000
     assert start_arbiter_stream_uncached()[2] > 0
 
 
-def test_bundled_policy_counts_disjointness_and_schema() -> None:
-    train, held = read_jsonl(BUNDLED["policy_train"]), read_jsonl(BUNDLED["policy_heldout"])
-    assert len(train) >= 5000 and len(held) >= 500
-    train_keys = {position_key(r["fen"]) for r in train}
-    assert len(train_keys) == len(train)
-    assert train_keys.isdisjoint(position_key(r["fen"]) for r in held)
-    for records in (train, held):
-        assert {r["phase"] for r in records} == {"opening", "middlegame", "endgame"}
-        assert len({r["source"] for r in records}) >= 2
+def policy_files() -> dict[str, list[dict]]:
+    return {split: read_jsonl(BUNDLED[f"policy_{split}"]) for split in SPLITS}
+
+
+def test_every_shipped_policy_row_is_legal_distinct_and_complete() -> None:
+    """Each P: row: legal, distinct candidates, as many as the position allows (5 or all its legal
+    moves), labelled at the limit of conf/engine/stockfish.yaml, history of at most 10 moves."""
     nodes = OmegaConf.load(CONF / "engine" / "stockfish.yaml").nodes
-    for record in train + held:
-        board = chess.Board(record["fen"])
-        evals = [c["eval"] for c in record["candidates"]]
-        moves = [c["move"] for c in record["candidates"]]
-        assert evals == sorted(evals, reverse=True) and len(set(moves)) == len(moves) == min(5, board.legal_moves.count())
-        assert all(chess.Move.from_uci(move) in board.legal_moves for move in moves)
-        assert len(record["history"]) <= 10 and record["engine"].startswith("Stockfish")
-        assert record["limit"] == {"nodes": nodes}  # labelled at the limit of conf/engine/stockfish.yaml
+    for split, records in policy_files().items():
+        assert {r["phase"] for r in records} == {"opening", "middlegame", "endgame"}, split
+        assert len({r["source"] for r in records}) >= 2, split
+        for record in records:
+            board = chess.Board(record["fen"])
+            moves = [c["move"] for c in record["candidates"]]
+            assert len(set(moves)) == len(moves) == min(5, board.legal_moves.count()), (split, record["fen"])
+            assert all(chess.Move.from_uci(move) in board.legal_moves for move in moves), (split, record["fen"])
+            assert all(isinstance(c["eval"], float) for c in record["candidates"]), (split, record["fen"])
+            assert len(record["history"]) <= 10 and record["engine"].startswith("Stockfish")
+            assert record["limit"] == {"nodes": nodes}, (split, record["fen"])
+
+
+def test_train_validation_and_test_are_disjoint() -> None:
+    """No position twice in a file, and none shared by two parts, P: and A: rows alike."""
+    keys = {}
+    for split, records in policy_files().items():
+        keys[split] = {position_key(r["fen"]) for r in records}
+        assert len(keys[split]) == len(records), split
+    for split in HELD_OUT_SPLITS:
+        keys[split] |= {position_key(r["fen"]) for r in read_jsonl(BUNDLED[f"arbiter_{split}"])}
+    assert keys["train"].isdisjoint(keys["validation"])
+    assert keys["train"].isdisjoint(keys["test"])
+    assert keys["validation"].isdisjoint(keys["test"])
 
 
 def test_bundled_phase_mix_and_history_coverage() -> None:
@@ -68,9 +84,10 @@ def test_bundled_phase_mix_and_history_coverage() -> None:
     assert sum(bool(r["history"]) for r in train) >= 0.95 * len(train)
 
 
-def test_heldout_arbiter_case_mix_recomputed_with_python_chess() -> None:
-    rows = read_jsonl(BUNDLED["arbiter_heldout"])
-    assert len(rows) >= 500
+@pytest.mark.parametrize("split", HELD_OUT_SPLITS)
+def test_heldout_arbiter_case_mix_recomputed_with_python_chess(split: str) -> None:
+    rows = read_jsonl(BUNDLED[f"arbiter_{split}"])
+    assert len(rows) >= 1500
     kinds: Counter[str] = Counter()
     for row in rows:
         board = chess.Board(row["fen"])
@@ -90,16 +107,11 @@ def test_heldout_arbiter_case_mix_recomputed_with_python_chess() -> None:
     assert min(kinds[k] for k in ("castling", "en_passant", "promotion", "checkmate", "stalemate", "insufficient")) > 0
 
 
-def test_heldout_arbiter_positions_are_not_training_positions() -> None:
-    train_keys = {position_key(r["fen"]) for r in read_jsonl(BUNDLED["policy_train"])}
-    assert train_keys.isdisjoint(position_key(r["fen"]) for r in read_jsonl(BUNDLED["arbiter_heldout"]))
-
-
 def test_loaders_give_problems_with_recomputed_truths() -> None:
-    policy = load_policy_problems("heldout")
+    policy = load_policy_problems("validation")
     assert all(p.task == "P" and isinstance(p.truth, PolicyTruth) for p in policy)
     assert policy[0].prompt_text == "P: " + policy[0].truth.fen
-    held = load_arbiter_problems("heldout")
+    held = load_arbiter_problems("test")
     assert all(p.task == "A" and isinstance(p.truth, ArbiterTruth) for p in held)
     assert all(p.truth.history[-1] == p.truth.move and len(p.truth.history) <= 10 for p in held)
 
@@ -144,7 +156,7 @@ def test_arbiter_training_stream_is_seeded_and_configurable() -> None:
 def test_sampler_reads_the_arbiter_stream_in_order_and_resumes() -> None:
     cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
     stream = load_arbiter_problems("train", cfg)
-    policy = load_policy_problems("heldout")
+    policy = load_policy_problems("validation")
     sampler = ProblemSampler(policy, stream, weights={"P": 0.5, "A": 0.5}, seed=0)
     sampler.sample(8)
     state = sampler.state_dict()
@@ -158,10 +170,12 @@ def test_sampler_reads_the_arbiter_stream_in_order_and_resumes() -> None:
 
 def test_data_configs_dispatch_to_the_bundled_files() -> None:
     cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
-    assert load_policy_problems("heldout", cfg) == load_policy_problems("heldout")
-    assert load_arbiter_problems("heldout", cfg) == load_arbiter_problems("heldout")
+    for split in HELD_OUT_SPLITS:
+        assert load_policy_problems(split, cfg) == load_policy_problems(split)
+        assert load_arbiter_problems(split, cfg) == load_arbiter_problems(split)
+    assert load_policy_problems("validation") != load_policy_problems("test")
     with pytest.raises(ValueError, match="split"):
-        load_policy_problems("test")
+        load_policy_problems("heldout")
 
 
 # -- sampler ---------------------------------------------------------------------------------------
@@ -169,7 +183,7 @@ def test_data_configs_dispatch_to_the_bundled_files() -> None:
 
 @pytest.fixture(scope="module")
 def problems() -> tuple[list, list]:
-    return load_policy_problems("heldout")[:50], load_arbiter_problems("heldout")[:20]
+    return load_policy_problems("validation")[:50], load_arbiter_problems("validation")[:20]
 
 
 def test_sampler_is_seeded_and_follows_the_weights(problems: tuple[list, list]) -> None:
@@ -259,7 +273,7 @@ def test_annotate_selfplay_split_keeps_games_apart(tmp_path: Path) -> None:
 @needs_stockfish
 def test_annotate_relabel_keeps_the_positions_and_recomputes_the_labels(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
-    annotate.write_jsonl(source, read_jsonl(BUNDLED["policy_heldout"])[:6])
+    annotate.write_jsonl(source, read_jsonl(BUNDLED["policy_validation"])[:6])
     outputs = []
     for workers in ("1", "2"):
         out = tmp_path / f"out{workers}.jsonl"
@@ -350,7 +364,7 @@ def test_rookworld7m_row_limits_and_config_dispatch(tmp_path: Path) -> None:
     cfg.train_files = [str(path)]
     assert [p.truth.best_move for p in load_policy_problems("train", cfg)] == ["c6d5", "e2e4"]
     assert len(load_arbiter_problems("train", cfg)) == 2
-    assert load_policy_problems("heldout", cfg) == load_policy_problems("heldout")  # heldout: bundled
+    assert load_policy_problems("validation", cfg) == load_policy_problems("validation")  # heldout: bundled
 
 
 def test_rookworld7m_offline_gives_a_one_line_error(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -365,7 +379,7 @@ def test_rookworld7m_offline_gives_a_one_line_error(monkeypatch: pytest.MonkeyPa
 
 def test_annotate_arbiter_cases_meet_the_quotas(tmp_path: Path) -> None:
     out = tmp_path / "arbiter.jsonl"
-    annotate.main(["--arbiter", "30", "--positions", str(BUNDLED["policy_heldout"]), "--random-games", "40",
+    annotate.main(["--arbiter", "30", "--positions", str(BUNDLED["policy_validation"]), "--random-games", "40",
                    "--exclude", str(BUNDLED["policy_train"]), "--output", str(out), "--seed", "1"])
     rows = read_jsonl(out)
     cases = Counter(r["case"] for r in rows)
@@ -396,7 +410,7 @@ def test_training_config_does_not_compose_the_engine_group() -> None:
 
 
 def test_malformed_records_name_the_file_and_line(tmp_path: Path) -> None:
-    good = read_jsonl(BUNDLED["policy_heldout"])[0]
+    good = read_jsonl(BUNDLED["policy_validation"])[0]
     missing = tmp_path / "missing.jsonl"
     missing.write_text(json.dumps(good) + "\n\n" + json.dumps({"fen": good["fen"]}) + "\n")
     with pytest.raises(ValueError, match=r"missing\.jsonl:3: missing key 'candidates'"):
@@ -408,7 +422,7 @@ def test_malformed_records_name_the_file_and_line(tmp_path: Path) -> None:
     bad_case = tmp_path / "cases.jsonl"
     bad_case.write_text(json.dumps({"fen": "not a fen", "history_before": [], "move": "e2e4"}) + "\n")
     with pytest.raises(ValueError, match=r"cases\.jsonl:1: .*not a fen") as info:
-        load_arbiter_problems("heldout", bad_case)
+        load_arbiter_problems("validation", bad_case)
     assert "\n" not in str(info.value)
 
 
@@ -416,7 +430,7 @@ def test_rookworld7m_heldout_typo_is_rejected() -> None:
     cfg = OmegaConf.load(Path(annotate.__file__).parents[2] / "conf" / "data" / "rookworld7m.yaml")
     cfg.heldout = "hubb"
     with pytest.raises(ValueError, match=r"data\.heldout='hubb'"):
-        load_policy_problems("heldout", cfg)
+        load_policy_problems("validation", cfg)
 
 
 def test_rookworld7m_jsonl_without_text_names_the_line(tmp_path: Path) -> None:
@@ -468,3 +482,24 @@ def test_load_time_rejects_zero_repeats(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit) as info:
         load_time.main(["--repeats", "0"])
     assert info.value.code == 2 and "--repeats 0" in capsys.readouterr().err
+
+
+def test_pooled_cases_are_dealt_without_replacement() -> None:
+    """A pooled transition repeats only once its whole pool has been dealt: at most ceil(draws / pool)."""
+    import math
+
+    shares = {"checkmate": 0.4, "promotion": 0.3, "illegal": 0.3}
+    stream = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
+    draws = 120
+    by_pool: dict[str, Counter] = {}
+    for index in range(draws):
+        case = stream.drawn_case(index)
+        pool = {"illegal:missing_promotion": "missing_promotion"}.get(case, case)
+        if pool in stream.pools:
+            by_pool.setdefault(pool, Counter())[stream.transition(index)] += 1
+    assert set(by_pool) == {"checkmate", "promotion", "missing_promotion"}
+    for pool, counts in by_pool.items():
+        assert set(counts) <= set(stream.pools[pool])
+        assert max(counts.values()) == math.ceil(sum(counts.values()) / len(stream.pools[pool])), pool
+    again = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
+    assert [again.transition(i) for i in reversed(range(draws))][::-1] == [stream.transition(i) for i in range(draws)]

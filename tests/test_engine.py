@@ -16,6 +16,7 @@ import chess.engine
 import pytest
 
 from rookworld.engine import Engine, EngineNotFoundError, analyse_many, score_to_pawns
+from rookworld.tasks import Candidate
 
 STOCKFISH = "/usr/games/stockfish"
 pytestmark = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
@@ -184,7 +185,7 @@ def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
     from rookworld.data.records import read_jsonl
     from rookworld.data.positions import BUNDLED
 
-    fens = [r["fen"] for r in read_jsonl(BUNDLED["policy_heldout"])[:40:4]]
+    fens = [r["fen"] for r in read_jsonl(BUNDLED["policy_validation"])[:40:4]]
     limit = {"depth": None, "nodes": 20_000}
     with Engine(STOCKFISH, cache_size=0, **limit) as engine:
         forward = [engine.analyse(fen) for fen in fens]
@@ -209,3 +210,46 @@ def test_label_stability_curve_and_choice(capsys: pytest.CaptureFixture) -> None
     assert choose_nodes(curve, 1.0, 0.02)[0] == 2       # 2 -> 4 gains 1 point: flat
     assert choose_nodes(curve, 0.15, 0.02)[0] == 1      # only the first step fits: the largest that fits
     assert choose_nodes(curve, 1.0, 0.005)[0] == 8      # never flat within the budget: the largest that fits
+
+
+def test_candidates_keep_stockfishs_line_order() -> None:
+    """The labels' rank 1 is Stockfish's line 1 (no re-sort by eval): the candidates are the lines in
+    Stockfish's order, deeper lines first, each depth's lines best first."""
+    fens = distinct_fens(12, seed=3)
+    with Engine(STOCKFISH, nodes=3_000, cache_size=0) as engine:
+        for fen in fens:
+            lines = engine.analyse_lines(fen)
+            assert engine.analyse(fen) == tuple(Candidate(line.move, line.eval) for line in lines)
+            depths = [line.depth for line in lines]
+            assert depths == sorted(depths, reverse=True)
+            for depth in set(depths):
+                evals = [line.eval for line in lines if line.depth == depth]
+                assert evals == sorted(evals, reverse=True)
+
+
+def test_an_engine_needs_a_limit() -> None:
+    with pytest.raises(ValueError, match="exactly one of engine.depth / engine.nodes / engine.time_limit"):
+        Engine(STOCKFISH)
+
+
+def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    from rookworld.data import agreement
+    from rookworld.data.agreement import Step, choose_nodes
+
+    cache = tmp_path / "cache.json"
+    argv = ["--sample", "4", "--reference-nodes", "20000", "--ladder", "2000", "20000", "--engine-path", STOCKFISH,
+            "--cache", str(cache), "--json", str(tmp_path / "curve.json")]
+    agreement.main(argv)
+    table = capsys.readouterr().out
+    assert "| 20,000 | 100.0% |" in table  # the reference's own budget agrees with itself
+    stored = cache.read_text()
+    agreement.main(argv)  # everything cached: nothing is analysed again
+    assert cache.read_text() == stored and capsys.readouterr().out == table
+
+    def step(nodes: int, agrees: float, seconds: float) -> Step:
+        return Step(nodes, agrees, agrees, agrees, agrees, agrees, seconds)
+
+    curve = [step(1, 0.6, 0.1), step(2, 0.75, 0.2), step(4, 0.82, 0.4), step(8, 0.85, 0.8)]
+    assert choose_nodes(curve, 0.8)[0] == 4                # the smallest that reaches the target
+    assert choose_nodes(curve, 0.8, 0.25)[0] == 2          # 4 does not fit: the largest that does
+    assert choose_nodes(curve, 0.9)[0] == 8

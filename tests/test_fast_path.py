@@ -318,7 +318,7 @@ def test_evaluation_through_the_decoder_scores_like_the_plain_sampler():
     from rookworld.rewards import GraduatedReward
 
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
-    problems = load_policy_problems("heldout")[:6] + load_arbiter_problems("heldout")[:6]
+    problems = load_policy_problems("validation")[:6] + load_arbiter_problems("validation")[:6]
     caps = {"P": 112, "A": 64}
     plain = evaluate(PlainDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0)
     fast = evaluate(StaticDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0,

@@ -49,7 +49,7 @@ def test_a_few_sft_steps_reduce_the_loss_on_a_fixed_batch(tiny_model, tiny_token
 def test_shipped_checkpoint_produces_format_valid_arbiter_completions():
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
     assert sum(p.numel() for p in model.parameters()) > 10e6
-    sample = random.Random(0).sample(load_arbiter_problems("heldout"), 32)
+    sample = random.Random(0).sample(load_arbiter_problems("validation"), 32)
     result = evaluate(PlainDecoder(model), tokenizer, sample, GraduatedReward(), {"P": 112, "A": 64}, 32, 0)
     rate = result.metrics["eval/A/format"]
     print(f"rookworld_tiny A: format-valid rate on 32 held-out transitions: {rate:.3f}")

@@ -226,3 +226,11 @@ def test_history_with_move_keeps_the_last_ten():
 
     assert history_with_move([], "e2e4") == ["e2e4"]
     assert history_with_move([str(i) for i in range(12)], "m") == [str(i) for i in range(3, 12)] + ["m"]
+
+
+def test_eval_mae_counts_a_repeated_move_once() -> None:
+    from rookworld.tasks.policy import PolicyAnswer, eval_mae
+
+    truth = PolicyTruth(fen=chess.STARTING_FEN, candidates=(Candidate("e2e4", 0.3), Candidate("d2d4", 0.2)))
+    repeated = PolicyAnswer(moves=["e2e4", "e2e4", "e2e4", "d2d4"], evals=[0.3, 5.0, 5.0, 1.2], best_move="e2e4")
+    assert eval_mae(truth, repeated) == pytest.approx((0.0 + 1.0) / 2)  # each move once, with its first E: value

@@ -88,8 +88,8 @@ def scripted_rollout(trainer, problems: list[Problem], texts: list[str]) -> Roll
 
 def test_ground_truth_reaches_the_scorer_through_the_training_path(tmp_path):
     trainer = make_trainer(tmp_path)
-    policy_problem = load_policy_problems("heldout")[0]
-    arbiter_problem = load_arbiter_problems("heldout")[0]
+    policy_problem = load_policy_problems("validation")[0]
+    arbiter_problem = load_arbiter_problems("validation")[0]
     truth = policy_problem.truth
     legal_wrong = next(c.move for c in truth.candidates if c.move not in truth.best_moves)
     wrong_policy = perfect_completion(policy_problem).replace(f"B: {truth.best_move}", f"B: {legal_wrong}")
@@ -189,6 +189,7 @@ def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, o
     "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
     "task_mix.P=abc", "data.kind=foo", "data=rookworld7m data.heldout=hubb", "data.arbiter_cases.normal=-1",
     "tracking.flush_interval_s=0", "sampling.finish_check_every=0", "tracking.param_value_max=2", "eval.cache_dir=",
+    "eval.split=heldout",
 ])
 def test_config_validation_names_the_bad_value(tmp_path, override):
     *extra, bad = override.split()
@@ -198,7 +199,7 @@ def test_config_validation_names_the_bad_value(tmp_path, override):
 
 
 @pytest.mark.parametrize("config_name, override", [
-    ("sft", "sft.save_dtype=float16"), ("sft", "sft.log_every=0"), ("sft", "sft.arbiter_fraction=2"),
+    ("sft", "sft.save_dtype=float16"), ("sft", "sft.log_every=0"), ("sft", "sft.arbiter_fraction=2"), ("sft", "eval.split=train"),
     ("bench", "bench.decoder=fsat"), ("bench", "bench.trl=maybe"), ("bench", "bench.steps=0"),
 ])
 def test_sft_and_bench_configs_are_validated_too(config_name, override):

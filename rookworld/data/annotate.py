@@ -19,7 +19,7 @@ Each output line: {"fen", "history" (last <= 10 UCI moves, oldest first), "phase
 "limit" is the engine limit that was set, e.g. {"nodes": 100000}.
 With --heldout M, whole games (never single positions) go to --heldout-output until it holds
 >= M positions, so train and held-out positions come from different games. Positions are
-deduplicated by (placement, side, castling, en passant) across both outputs.
+deduplicated by (placement, side, castling, en passant) across both outputs and the --exclude files.
 """
 
 from __future__ import annotations
@@ -193,11 +193,13 @@ class Progress:
 
 
 def annotate_samples(
-    samples: Iterable[Sample], engine: Engine, limit: int | None, progress: Progress
+    samples: Iterable[Sample], engine: Engine, limit: int | None, progress: Progress,
+    exclude: frozenset[str] = frozenset(),
 ) -> list[tuple[int, dict]]:
-    """(game, record) pairs for unique, unfinished positions, up to `limit` of them."""
+    """(game, record) pairs for unique, unfinished positions not in `exclude` (position keys), up to
+    `limit` of them."""
     engine_name = engine.name
-    seen: set[str] = set()
+    seen: set[str] = set(exclude)
     out: list[tuple[int, dict]] = []
     for sample in samples:
         if limit is not None and len(out) >= limit:
@@ -352,7 +354,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--heldout", type=int, default=0, help="positions (whole games) held out")
     parser.add_argument("--heldout-output", help="JSONL output of the held-out games")
     parser.add_argument("--positions", nargs="*", default=[], help="--arbiter: annotated JSONL inputs")
-    parser.add_argument("--exclude", nargs="*", default=[], help="--arbiter: JSONL whose positions to skip")
+    parser.add_argument("--exclude", nargs="*", default=[], help="JSONL whose positions to skip (not for --relabel)")
     parser.add_argument("--random-games", type=int, default=400, help="--arbiter: random-move games")
     parser.add_argument("--engine-path", default=engine["path"], help="default: conf/engine/stockfish.yaml")
     parser.add_argument("--depth", type=int, help="annotation depth (default: the limit in the engine yaml)")
@@ -401,12 +403,18 @@ def selfplay_config(args: argparse.Namespace) -> SelfPlayConfig:
     return SelfPlayConfig(**{f.name: getattr(args, f.name) for f in fields(SelfPlayConfig)})
 
 
-def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:
-    exclude: set[str] = set()
-    for path in args.exclude:
+def excluded_positions(paths: list[str]) -> frozenset[str]:
+    """The position keys of the --exclude files."""
+    keys: set[str] = set()
+    for path in paths:
         for line_no, record in iter_jsonl(path):
             with at_line(path, line_no):
-                exclude.add(position_key(record["fen"]))
+                keys.add(position_key(record["fen"]))
+    return frozenset(keys)
+
+
+def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:
+    exclude = set(excluded_positions(args.exclude))
     realistic: Positions = []
     for path in args.positions:
         for line_no, record in iter_jsonl(path):
@@ -452,6 +460,7 @@ def run_relabel(args: argparse.Namespace) -> None:
 
 def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
     shared = engine_knobs(args)
+    exclude = excluded_positions(args.exclude)
     engine = Engine(**annotation_limit(args), **shared)
     with engine:
         if args.selfplay is not None:
@@ -459,10 +468,10 @@ def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
             player = Engine(depth=args.play_depth, nodes=None, time_limit=None, **shared)  # --play-depth
             with player:
                 samples = selfplay_samples(player, rng, cfg)
-                pairs = annotate_samples(samples, engine, args.selfplay, Progress(args.selfplay))
+                pairs = annotate_samples(samples, engine, args.selfplay, Progress(args.selfplay), exclude)
         else:
             samples = fen_samples(args.fens) if args.fens else pgn_samples(args.pgn, rng, args.pgn_sample_rate)
-            pairs = annotate_samples(samples, engine, args.max_positions, Progress(args.max_positions))
+            pairs = annotate_samples(samples, engine, args.max_positions, Progress(args.max_positions), exclude)
     train, held = split_by_game(pairs, args.heldout, rng)
     write_jsonl(args.output, train)
     if args.heldout_output:

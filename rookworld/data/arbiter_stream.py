@@ -8,6 +8,11 @@ kind, seventyfive_moves) are drawn on the fly from a random training position. R
 collected once per process: seeded random walks (move_cases.biased_random_move) that start at
 training positions, until each pool holds `pool_size` distinct moves or `pool_walks` walks are spent.
 A "missing_promotion" illegal move is a pooled promotion written without its piece (e7e8).
+
+Pools are dealt without replacement: the k-th draw of a pooled case takes item k of a seeded
+shuffle of its pool, and only a pool dealt out in full starts a new shuffle. A pooled transition
+therefore repeats at most ceil(draws of its case / pool size) times; `python -m
+rookworld.data.repeats` counts the repeats of a run's draws.
 """
 from __future__ import annotations
 
@@ -58,23 +63,61 @@ class ArbiterStream:
         self.seed = int(seed)
         pooled = tuple(case for case in RARE_CASES if case in self.shares
                        or (case == "promotion" and "illegal" in self.shares))
-        self.pools = collect_pools(self.positions, pooled, self.seed, pool_size, pool_walks)
+        self.pools = dict(collect_pools(self.positions, pooled, self.seed, pool_size, pool_walks))
         empty = [case for case in pooled if not self.pools[case]]
         if empty:
             raise ValueError(f"data.arbiter_cases asks for {empty}, but {pool_walks} random walks from the "
                              "training positions found no such move: raise data.arbiter_pool_walks")
+        if "promotion" in self.pools:  # one transition per promotion square, however many pieces
+            self.pools["missing_promotion"] = sorted({(fen, history, move[:4])
+                                                      for fen, history, move in self.pools["promotion"]})
+        self._ranks: list[int] = []  # _ranks[i]: how many draws before i dealt from the same pool
+        self._dealt: dict[str, int] = {}
+        self._shuffles: dict[tuple[str, int], list[int]] = {}
 
     def __getitem__(self, index: int) -> Problem:
-        rng = random.Random(f"{self.seed}:A:{index}")
-        case = rng.choices(list(self.shares), weights=list(self.shares.values()))[0]
-        fen, history, move = rng.choice(self.pools[case]) if case in self.pools else self._on_the_fly(case, rng)
+        fen, history, move = self.transition(index)
         return arbiter_problem(arbiter_truth(fen, move, history_with_move(history, move)))
 
-    def _on_the_fly(self, case: str, rng: random.Random) -> Transition:
-        kind = rng.choice(ILLEGAL_KINDS) if case == "illegal" else None
+    def transition(self, index: int) -> Transition:
+        """(FEN, history before the move, UCI move) of stream[index]."""
+        rng = random.Random(f"{self.seed}:A:{index}")
+        case, kind = self._draw(rng)
+        if case in self.pools:
+            return self._deal(case, index)
         if kind == "missing_promotion":
-            fen, history, move = rng.choice(self.pools["promotion"])
-            return fen, history, move[:4]
+            return self._deal(kind, index)
+        return self._on_the_fly(case, kind, rng)
+
+    def _draw(self, rng: random.Random) -> tuple[str, str | None]:
+        """The case of a draw, and for an illegal move its kind (the first values of its rng)."""
+        case = rng.choices(list(self.shares), weights=list(self.shares.values()))[0]
+        return case, rng.choice(ILLEGAL_KINDS) if case == "illegal" else None
+
+    def drawn_case(self, index: int) -> str:
+        """The case stream[index] was drawn for: a case, or "illegal:KIND"."""
+        case, kind = self._draw(random.Random(f"{self.seed}:A:{index}"))
+        return f"illegal:{kind}" if kind else case
+
+    def _pool_of(self, index: int) -> str | None:
+        case = self.drawn_case(index)
+        return case if case in self.pools else "missing_promotion" if case == "illegal:missing_promotion" else None
+
+    def _deal(self, pool_name: str, index: int) -> Transition:
+        """Item `rank` of the pool's shuffles, where `rank` counts the earlier draws from this pool."""
+        while len(self._ranks) <= index:
+            name = self._pool_of(len(self._ranks))
+            self._ranks.append(self._dealt.get(name, 0))
+            if name is not None:
+                self._dealt[name] = self._ranks[-1] + 1
+        pool = self.pools[pool_name]
+        cycle, position = divmod(self._ranks[index], len(pool))
+        key = (pool_name, cycle)
+        if key not in self._shuffles:
+            self._shuffles[key] = random.Random(f"{self.seed}:A:{pool_name}:{cycle}").sample(range(len(pool)), len(pool))
+        return pool[self._shuffles[key][position]]
+
+    def _on_the_fly(self, case: str, kind: str | None, rng: random.Random) -> Transition:
         for _ in range(MAX_DRAW_ATTEMPTS):
             fen, history = rng.choice(self.positions)
             board = with_seventyfive_clock(chess.Board(fen)) if case == "seventyfive_moves" else chess.Board(fen)

@@ -1,6 +1,6 @@
 """`python -m rookworld.data.load_time`: how long the bundled data takes to load (target < 1 s).
 
-Loads the three bundled files (P: train, P: held-out, A: held-out) with the in-process caches
+Loads the five bundled files (P: train; P: and A: validation and test) with the in-process caches
 cleared, several times, and prints each time and the best; then, separately, the start of the A:
 training stream with conf/data/bundled.yaml's settings (its rare-case pools) and 1,000 draws.
 """
@@ -25,11 +25,10 @@ def load_files_uncached() -> tuple[float, dict[str, int]]:
     for cached in CACHED_LOADERS:
         cached.cache_clear()
     start = time.perf_counter()
-    counts = {
-        "P: train": len(positions.load_policy_problems("train")),
-        "P: heldout": len(positions.load_policy_problems("heldout")),
-        "A: heldout": len(positions.load_arbiter_problems("heldout")),
-    }
+    counts = {"P: train": len(positions.load_policy_problems("train"))}
+    for split in positions.HELD_OUT_SPLITS:
+        counts[f"P: {split}"] = len(positions.load_policy_problems(split))
+        counts[f"A: {split}"] = len(positions.load_arbiter_problems(split))
     return time.perf_counter() - start, counts
 
 

@@ -2,8 +2,8 @@
 
 Sources (the `source` argument of the loaders):
   None                  the bundled files in rookworld/data/bundled/ (README.md there)
-  a path                a JSONL(.gz) file: annotated positions (P:) or A: cases (A: held-out); the A:
-                        training stream over a path: arbiter_training_stream
+  a path                a JSONL(.gz) file: annotated positions (P:) or A: cases (A: held-out parts); the
+                        A: training stream over a path: arbiter_training_stream
   a mapping / DictConfig  a `data` config (conf/data/*.yaml): `kind: bundled` with optional paths, or
                         `kind: rookworld7m` (the published dataset, rookworld/data/rookworld7m.py)
 
@@ -24,7 +24,7 @@ from typing import Any
 import chess
 
 from rookworld.data.arbiter_stream import ArbiterStream
-from rookworld.data.records import at_line, check_split, iter_jsonl
+from rookworld.data.records import HELD_OUT_SPLITS, at_line, check_split, iter_jsonl
 from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
     Candidate,
@@ -39,8 +39,10 @@ from rookworld.tasks import (
 BUNDLED_DIR = Path(__file__).parent / "bundled"
 BUNDLED = {
     "policy_train": BUNDLED_DIR / "train.jsonl.gz",
-    "policy_heldout": BUNDLED_DIR / "heldout.jsonl",
-    "arbiter_heldout": BUNDLED_DIR / "heldout_arbiter.jsonl",
+    "policy_validation": BUNDLED_DIR / "validation.jsonl",
+    "policy_test": BUNDLED_DIR / "test.jsonl",
+    "arbiter_validation": BUNDLED_DIR / "validation_arbiter.jsonl",
+    "arbiter_test": BUNDLED_DIR / "test_arbiter.jsonl",
 }
 DATA_KINDS = ("bundled", "rookworld7m")  # data.kind
 HELDOUT_SOURCES = ("bundled", "hub")  # data.heldout of kind rookworld7m
@@ -57,7 +59,7 @@ def policy_truth_from_record(record: dict) -> PolicyTruth:
 
 
 def load_policy_problems(split: str, source: Source = None) -> list[Problem]:
-    """P: problems of `split` ("train" | "heldout"), in file order."""
+    """P: problems of `split` ("train" | "validation" | "test"), in file order."""
     check_split(split)
     if isinstance(source, Mapping):
         return _policy_from_config(split, source)
@@ -101,14 +103,14 @@ def _positions_cached(path: str, mtime_ns: int) -> tuple[tuple[str, tuple[str, .
 
 
 def load_arbiter_problems(split: str, source: Source = None) -> list[Problem] | ArbiterStream:
-    """A: problems. "heldout": the A: case file (all rows). "train": the data config's training
-    stream (a path source has no case shares: use arbiter_training_stream)."""
+    """A: problems. "validation" / "test": that held-out part's case file (all rows). "train": the data
+    config's training stream (a path source has no case shares: use arbiter_training_stream)."""
     check_split(split)
     if isinstance(source, Mapping):
         return _arbiter_from_config(split, source)
     if split == "train":
         raise ValueError("A: training problems come from a data config (conf/data/*.yaml) or arbiter_training_stream")
-    path = Path(source) if source is not None else BUNDLED["arbiter_heldout"]
+    path = Path(source) if source is not None else BUNDLED[f"arbiter_{split}"]
     return list(_arbiter_cases_cached(*_file_key(path)))
 
 
@@ -143,8 +145,8 @@ def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
         return list(load_rookworld7m_config(split, cfg).arbiter)
-    if split == "heldout":
-        return load_arbiter_problems(split, cfg["arbiter_heldout"])
+    if split in HELD_OUT_SPLITS:
+        return load_arbiter_problems(split, cfg[f"arbiter_{split}"])
     path = cfg["arbiter_train"] or cfg["policy_train"] or BUNDLED["policy_train"]
     return arbiter_training_stream(path, dict(cfg["arbiter_cases"]), int(cfg["arbiter_seed"]),
                                    int(cfg["arbiter_pool_size"]), int(cfg["arbiter_pool_walks"]))

@@ -10,7 +10,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Iterable, Iterator
 
-SPLITS = ("train", "heldout")
+HELD_OUT_SPLITS = ("validation", "test")  # validation: all selection; test: the final report only
+SPLITS = ("train", *HELD_OUT_SPLITS)
 
 
 def open_text(path: str | Path, mode: str = "rt") -> IO[str]:
@@ -75,4 +76,4 @@ def position_key(fen: str) -> str:
 
 def check_split(split: str) -> None:
     if split not in SPLITS:
-        raise ValueError(f"split must be 'train' or 'heldout', got {split!r}")
+        raise ValueError(f"split must be one of {' | '.join(SPLITS)}, got {split!r}")

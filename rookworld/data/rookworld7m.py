@@ -208,7 +208,7 @@ def load_rookworld7m(
     max_policy_rows: int | None = None,
     max_arbiter_rows: int | None = None,
 ) -> RookWorldRows:
-    """Problems from the dataset's train ("train") or test ("heldout") files."""
+    """Problems from the dataset's train files ("train") or its test files (a held-out split)."""
     check_split(split)
     entries = tuple(train_files if split == "train" else heldout_files)
     return _load_cached(entries, repo_id, revision, max_policy_rows, max_arbiter_rows)

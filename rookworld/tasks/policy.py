@@ -204,11 +204,13 @@ def _eval_accuracy(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float) 
 # ---- held-out evaluation -----------------------------------------------------------------------
 
 def eval_mae(truth: PolicyTruth, answer: PolicyAnswer | None) -> float | None:
-    """Mean |E - engine eval| (clipped) over the parsed answer's moves among the engine's candidates."""
+    """Mean |E - engine eval| (clipped) over the answer's distinct moves among the engine's candidates,
+    each with its first E: value: a repeated move counts once."""
     if answer is None or len(answer.evals) != len(answer.moves):
         return None
     engine = {c.move: c.eval for c in truth.candidates}
-    errors = [abs(_clip(e) - _clip(engine[m])) for m, e in zip(answer.moves, answer.evals) if m in engine]
+    first = dict(reversed(list(zip(answer.moves, answer.evals))))
+    errors = [abs(_clip(e) - _clip(engine[m])) for m, e in first.items() if m in engine]
     return sum(errors) / len(errors) if errors else None
 
 

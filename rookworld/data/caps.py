@@ -1,0 +1,101 @@
+"""Token caps derived from the data: the longest correct completion of each task, with its stop token.
+
+    python -m rookworld.data.caps experiment=grpo_rookworld_tiny      # any training overrides
+    python -m rookworld.data.caps sweeps=recipe_search
+    python -m rookworld.data.caps --config sft experiment=sft_rookworld_tiny
+
+composes the config as `python -m rookworld.train` would and prints, per task, the most tokens (in
+the config's model's tokenizer) that a correct completion needs, the stop token included, over every
+problem the run can meet: all P: training positions, every held-out part, and the first
+`steps x prompts_per_step` problems of the A: training stream (the most a run draws). A cap below
+it cuts a correct answer. The tests check every preset and sweep against it.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import lru_cache
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from rookworld.config import compose
+
+from rookworld.data.positions import HELD_OUT_SPLITS, load_arbiter_problems, load_policy_problems
+from rookworld.model.tokenizer import ChessTokenizer
+from rookworld.tasks import Problem, perfect_completion
+
+TASKS = ("P", "A")
+
+
+def completion_tokens(tokenizer: ChessTokenizer, problem: Problem) -> int:
+    """Tokens a correct completion takes: the completion's tokens and the stop token after it."""
+    return len(tokenizer.encode(perfect_completion(problem))) + 1
+
+
+def model_tokenizer(model: DictConfig) -> ChessTokenizer:
+    """The tokenizer of a model config: its folder's, or the tiny one of a random model."""
+    from rookworld.model.hub import read_tokenizer, resolve_directory
+
+    if model.path is not None:
+        return read_tokenizer(Path(model.path))
+    if model.tiny is not None:
+        return ChessTokenizer.tiny()
+    return read_tokenizer(resolve_directory(model.source, model.revision))
+
+
+def run_problems(cfg: DictConfig) -> dict[str, list[Problem]]:
+    """Every problem of each task that a run of `cfg` can train or evaluate on."""
+    data = cfg.data
+    policy = load_policy_problems("train", data) + [p for split in HELD_OUT_SPLITS
+                                                   for p in load_policy_problems(split, data)]
+    arbiter = [p for split in HELD_OUT_SPLITS for p in load_arbiter_problems(split, data)]
+    stream = load_arbiter_problems("train", data)
+    drawn = int(cfg.steps) * int(cfg.prompts_per_step)  # 0 for `python -m rookworld.sft` (no A: stream)
+    arbiter += stream[:drawn] if isinstance(stream, list) else [stream[i] for i in range(drawn)]
+    return {"P": policy, "A": arbiter}
+
+
+@lru_cache(maxsize=4)
+def _tokenizer(model_yaml: str) -> ChessTokenizer:
+    return model_tokenizer(OmegaConf.create(model_yaml))
+
+
+@lru_cache(maxsize=16)
+def _longest(model_yaml: str, data_yaml: str, steps: int, prompts_per_step: int) -> tuple[tuple[str, int], ...]:
+    cfg = OmegaConf.create({"data": OmegaConf.create(data_yaml), "steps": steps, "prompts_per_step": prompts_per_step})
+    tokenizer = _tokenizer(model_yaml)
+    return tuple((task, max(completion_tokens(tokenizer, p) for p in problems))
+                 for task, problems in run_problems(cfg).items())
+
+
+def longest_completions(cfg: DictConfig) -> dict[str, int]:
+    """{task: the most tokens a correct completion of a problem of a `cfg` run takes, stop included}."""
+    return dict(_longest(OmegaConf.to_yaml(cfg.model, resolve=True), OmegaConf.to_yaml(cfg.data, resolve=True),
+                         int(OmegaConf.select(cfg, "steps", default=0)),
+                         int(OmegaConf.select(cfg, "prompts_per_step", default=0))))
+
+
+def cuts(cfg: DictConfig) -> dict[str, tuple[int, int]]:
+    """{task: (cap, longest)} for each task whose cap is below its longest correct completion."""
+    longest = longest_completions(cfg)
+    caps = cfg.sampling.max_new_tokens
+    return {task: (int(caps[task]), longest[task]) for task in TASKS if int(caps[task]) < longest[task]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    overrides = list(sys.argv[1:] if argv is None else argv)
+    config_name = "config"
+    if overrides[:1] == ["--config"]:
+        config_name, overrides = overrides[1], overrides[2:]
+    cfg = compose(overrides, config_name)
+    longest = longest_completions(cfg)
+    for task in TASKS:
+        cap = int(cfg.sampling.max_new_tokens[task])
+        verdict = "fits" if cap >= longest[task] else f"CUTS correct answers (raise to >= {longest[task]})"
+        print(f"{task}: longest correct completion {longest[task]} tokens with the stop token; cap {cap}: {verdict}")
+    sys.exit(1 if any(int(cfg.sampling.max_new_tokens[t]) < longest[t] for t in TASKS) else 0)
+
+
+if __name__ == "__main__":
+    main()
