@@ -42,9 +42,16 @@ def loss_and_gradient(trainer, batch, bucket: int | None):
     return out, grad
 
 
-@pytest.mark.parametrize("bucket", [16, 7])
-def test_padding_to_the_graph_buckets_changes_no_loss_log_prob_or_gradient(tmp_path, bucket):
-    trainer, batch = trainer_and_batch(tmp_path)
+@pytest.mark.parametrize("bucket, knobs", [
+    (16, []), (7, []),
+    (16, ["grpo.sampler_correction.mode=token_truncate", "grpo.sampler_correction.cap=1.01"]),
+    (16, ["grpo.top_entropy_quantile=0.3", "grpo.entropy.coef=0.01"]),
+])
+def test_padding_to_the_graph_buckets_changes_no_loss_log_prob_or_gradient(tmp_path, bucket, knobs):
+    """What the CUDA graphs replay (rows padded to the buckets) equals the unpadded pass, with the knobs
+    that read per-token tensors too."""
+    trainer, batch = trainer_and_batch(tmp_path, *knobs)
+    batch.sampler_logp = batch.sampler_logp + 0.01  # a sampler that differs a little: correction weights != 1
     width = batch.mask.shape[1]
     assert batch.prompt_ids.shape[1] % bucket or width % bucket  # the test pads something
     plain, plain_grad = loss_and_gradient(trainer, batch, None)

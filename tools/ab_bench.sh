@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# A/B timing of two source trees on one GPU, in ABBA order per shape (device tool, carry [".whl", DIR]):
-#   bash tools/ab_bench.sh DIR [STEPS]
-# DIR holds the baseline tree (e.g. `git archive BASE rookworld conf | tar -x -C DIR`, without
+# A/B timing of two source trees on one GPU, in ABBA order per shape (device tool, carry [".whl", DIR...]):
+#   bash tools/ab_bench.sh A_DIR [B_DIR] [STEPS]        # B_DIR defaults to this tree
+# A_DIR (and B_DIR) hold a tree each (e.g. `git archive BASE rookworld conf | tar -x -C DIR`, without
 # rookworld/assets, which is linked from this tree). Both trees run the same bench command: the 124M
 # worst case (random weights, full length) and rookworld_tiny at the GRPO recipe's shapes, no
 # self-check. Prints each run's median step and, per shape, the ratio of the medians (B / A).
 set -u
-base=$1 steps=${2:-20}
+base=$1 head=${2:-.} steps=${3:-20}
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
-[ -e "$base/rookworld/assets" ] || ln -s "$PWD/rookworld/assets" "$base/rookworld/assets"
+for tree in "$base" "$head"; do
+    [ -e "$tree/rookworld/assets" ] || ln -s "$PWD/rookworld/assets" "$tree/rookworld/assets"
+done
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/out}
 TINY="model=rookworld_tiny bench.random_weights=false bench.full_length=false sampling.max_new_tokens.P=112
@@ -23,7 +25,7 @@ one() {  # one TREE LABEL SHAPE OVERRIDES...
 for shape in gpt2 tiny; do
     args="bench.random_weights=true"
     [ "$shape" = tiny ] && args=$TINY
-    one "$base" A1 $shape $args; one . B1 $shape $args; one . B2 $shape $args; one "$base" A2 $shape $args
+    one "$base" A1 $shape $args; one "$head" B1 $shape $args; one "$head" B2 $shape $args; one "$base" A2 $shape $args
 done
 python3 - "$OUT" <<'PY'
 import json, statistics, sys

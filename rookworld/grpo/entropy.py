@@ -29,9 +29,9 @@ def high_entropy_mask(entropy: torch.Tensor, mask: torch.Tensor, quantile: float
     values = entropy.float().masked_fill(~real, float("inf")).flatten().sort().values
     count = real.sum()
     position = (1.0 - quantile) * (count - 1).clamp(min=0).float()
-    low = position.floor().long()
-    high = position.ceil().long()
-    threshold = values[low] + (values[high] - values[low]) * (position - low.float())
+    low, high = position.floor().long().view(1), position.ceil().long().view(1)
+    below, above = values.gather(0, low), values.gather(0, high)  # gather: no host read (CUDA graphs)
+    threshold = (below + (above - below) * (position - low.float()))[0]
     return ((entropy.float() >= threshold) & real).float()
 
 
