@@ -19,9 +19,9 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
-import threading
 from typing import Iterator
 
+from rookworld.sweep.periodic import Periodic
 from rookworld.sweep.storage_url import DbTimeouts, database_url, is_database, masked, redacted, storage_file
 from rookworld.tracking import one_line
 
@@ -68,7 +68,7 @@ def _database_lock(url: str, name: str, timeouts: DbTimeouts) -> Iterator[None]:
                     raise
                 raise StorageFault(f"hydra.sweeper.lock_wait_s={timeouts.lock_wait_s:g}: waited that long for the lock "
                                    f"{name!r} of {masked(url)} (another sweep holds it)") from None
-            with _Lease(connection, timeouts.lock_lease_s):
+            with Periodic(lambda: _touch(connection), timeouts.lock_lease_s / 3, "rookworld-lock-lease"):
                 yield
             try:
                 connection.commit()  # ends the transaction: releases the lock
@@ -79,27 +79,12 @@ def _database_lock(url: str, name: str, timeouts: DbTimeouts) -> Iterator[None]:
         engine.dispose()
 
 
-class _Lease:
-    """Touches the lock's connection every third of the lease, from a daemon thread, while the holder lives."""
+def _touch(connection: object) -> bool:
+    """One beat of the lock's lease: False once the session is gone (the holder's commit reports it)."""
+    import sqlalchemy
 
-    def __init__(self, connection: object, lease_s: float) -> None:
-        self._connection, self._interval_s = connection, lease_s / 3
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rookworld-lock-lease", daemon=True)
-
-    def __enter__(self) -> _Lease:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-    def _run(self) -> None:
-        import sqlalchemy
-
-        while not self._stop.wait(self._interval_s):
-            try:
-                self._connection.execute(sqlalchemy.text("SELECT 1"))  # type: ignore[attr-defined]
-            except Exception:  # noqa: BLE001 - the session is gone: the holder's commit reports it
-                return
+    try:
+        connection.execute(sqlalchemy.text("SELECT 1"))  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - the session is gone: the holder's commit reports it
+        return False
+    return True

@@ -42,6 +42,7 @@ from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.host import host_id, process_alive, process_start
 from rookworld.sweep.journal import SafeJournalBackend
 from rookworld.sweep.lock import StorageFault, storage_lock
+from rookworld.sweep.periodic import Periodic
 from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
 
 log = logging.getLogger(__name__)
@@ -153,13 +154,11 @@ class Heartbeat:
 
     def __init__(self, storage: BaseStorage, interval_s: float, clock: StorageClock) -> None:
         self._storage = storage
-        self._interval_s = interval_s
         self._clock = clock
         self._owner = Owner.this_process()
         self._owned: set[int] = set()
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="rookworld-heartbeat", daemon=True)
+        self._periodic = Periodic(self._beat_reporting_errors, interval_s, "rookworld-heartbeat")
 
     def own(self, trial_id: int) -> None:
         self._storage.set_trial_system_attr(trial_id, OWNER_ATTR, self._owner.stamp(self._clock.now()))
@@ -167,19 +166,17 @@ class Heartbeat:
             self._owned.add(trial_id)
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        self._periodic.__enter__()
         return self
 
     def __exit__(self, *exc_info: object) -> None:
-        self._stop.set()
-        self._thread.join()
+        self._periodic.__exit__(*exc_info)
 
-    def _run(self) -> None:
-        while not self._stop.wait(self._interval_s):
-            try:
-                self.beat()
-            except Exception as error:  # noqa: BLE001 - reported; a storage that stays down lets the trial go stale
-                log.warning("heartbeat not stamped: %s", one_line(error))
+    def _beat_reporting_errors(self) -> None:
+        try:
+            self.beat()
+        except Exception as error:  # noqa: BLE001 - reported; a storage that stays down lets the trial go stale
+            log.warning("heartbeat not stamped: %s", one_line(error))
 
     def beat(self) -> None:
         with self._lock:
