@@ -169,6 +169,7 @@ class Trainer:
         self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
         self.policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
         self._make_pass_graphs()
+        self.resume_changes: dict | None = None  # what a resume changed against its checkpoint (resume())
         if cfg.resume_from:
             self.resume(cfg.resume_from)
         self.finite_weights = LastFiniteWeights(self.policy.parameters(), cfg.guards.keep_finite_weights)
@@ -176,6 +177,8 @@ class Trainer:
     # ---------------------------------------------------------------- the loop
     def fit(self) -> RunResult:
         cfg = self.cfg
+        if self.resume_changes is not None:
+            self.tracker.log_dict(self.resume_changes, "resume_changes.json")
         if self.step == 0:
             self._evaluate(0)
         outcome, reason = SUCCESS, f"finished {cfg.steps} steps"
@@ -654,8 +657,9 @@ class Trainer:
         if accepted:
             print("resume: resume_check.accept_changes=true accepts changes against the checkpoint: "
                   + ", ".join(f"{key} ({old!r} -> {new!r})" for key, (old, new) in accepted.items()), flush=True)
-        self.tracker.log_dict({"accepted": {k: list(v) for k, v in accepted.items()},
-                               "allowed": {k: list(v) for k, v in allowed.items()}}, "resume_changes.json")
+        # Logged when the run starts (fit): the trainer is built before its MLflow run opens.
+        self.resume_changes = {"accepted": {k: list(v) for k, v in accepted.items()},
+                               "allowed": {k: list(v) for k, v in allowed.items()}}
         saved, _ = load_model(path=directory, device=self.device, dtype="float32")
         self.policy.load_state_dict(saved.state_dict())
         self.load_state_dict(torch.load(Path(directory) / TRAINER_STATE_FILE, weights_only=False))

@@ -295,11 +295,11 @@ def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_pat
 
 @pytest.mark.slow
 def test_the_quickstart_shows_learning_beyond_the_standard_error(tmp_path):
-    """The README's quickstart (seed 0, one thread as measured there): its last line says eval/score rose by
-    more than the standard error of the change."""
+    """The README's quickstart, seed 0 (one thread, as measured there): its last line says eval/score rose
+    by more than the standard error of the change (seeds 1 and 2 keep their answers: README)."""
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", "tracking=none"],
                           capture_output=True, text=True, timeout=900, cwd=tmp_path, env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     last = proc.stdout.strip().splitlines()[-1]
-    assert last.startswith("improved after 6 steps: eval/score 0.3594 -> "), proc.stdout[-3000:]
+    assert last.startswith("improved after 6 steps: eval/score 0.3620 -> "), proc.stdout[-3000:]
