@@ -2,6 +2,7 @@
 # The hand-tuned recipe with each GRPO knob switched on alone, against the recipe without it, every run
 # at once on one GPU (CUDA MPS when available), `SEEDS` seeds each, then the table (tools/knob_table.py):
 #   LOG_DIR=docs/runs/knob_ablation SEEDS="0 1" bash tools/knob_ablation.sh [extra overrides]
+# ONLY="baseline dynamic_sampling" runs those rows alone (keep the baseline in every call).
 # Same steps for every run (time_limit_min=null); evaluation on the held-out validation part.
 set -uo pipefail
 LOG_DIR=${LOG_DIR:-.}
@@ -20,7 +21,8 @@ declare -A KNOBS=(
     [mask_truncated]="grpo.mask_truncated_completions=true"
 )
 if nvidia-cuda-mps-control -d 2>/dev/null; then echo "CUDA MPS started"; trap 'echo quit | nvidia-cuda-mps-control' EXIT; fi
-for knob in "${!KNOBS[@]}"; do
+for knob in ${ONLY:-${!KNOBS[@]}}; do
+    [ -v "KNOBS[$knob]" ] || { echo "unknown knob $knob (known: ${!KNOBS[*]})" >&2; exit 2; }
     for seed in $SEEDS; do
         "${PYTHON:-python3}" -m rookworld.train experiment=grpo_rookworld_tiny seed="$seed" time_limit_min=null \
             tracking=none ${KNOBS[$knob]} "$@" hydra.run.dir="/tmp/knobs/$knob/seed_$seed" \
