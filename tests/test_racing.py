@@ -72,3 +72,8 @@ def test_decisions_depend_on_the_recorded_scores_only():
 def test_a_race_with_bad_settings_is_refused(kwargs, message):
     with pytest.raises(ValueError, match=message):
         race(["a", "b"], {}, SEEDS, **kwargs)
+
+
+def test_a_race_of_one_needs_no_run():
+    final = race(["only"], {}, SEEDS, **RACE)
+    assert final.finished and final.incumbent == "only" and final.rounds == 0 and not final.pending

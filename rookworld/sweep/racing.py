@@ -50,24 +50,26 @@ def race(configs: Sequence[Hashable], scores: Mapping[Hashable, Scores], seeds: 
     configuration, seed -> score (higher is better); `seeds`: the race's seeds in order, as many as
     its maximum."""
     _check_race(configs, seeds, alpha, min_seeds, test)
-    survivors, dropped = list(configs), []
-    for rounds, seed in enumerate(seeds, start=1):
+    survivors, dropped, rounds = list(configs), [], 0
+    for seed in seeds:
+        if len(survivors) == 1:
+            break
         missing = tuple((config, seed) for config in survivors if seed not in scores.get(config, {}))
         if missing:
-            return RaceState(rounds - 1, _ranked(survivors, scores, seeds[:rounds - 1]), tuple(dropped),
-                             missing, finished=False)
+            return RaceState(rounds, _ranked(survivors, scores, seeds[:rounds]), tuple(dropped), missing,
+                             finished=False)
+        rounds += 1
         survivors = _ranked(survivors, scores, seeds[:rounds])
         if rounds >= min_seeds:
             worse = _worse_than_incumbent(survivors, scores, seeds[:rounds], alpha, test)
             dropped += worse
-            survivors = [config for config in survivors if config not in {drop.config for drop in worse}]
-        if len(survivors) == 1:
-            return RaceState(rounds, tuple(survivors), tuple(dropped), (), finished=True)
-    return RaceState(len(seeds), tuple(survivors), tuple(dropped), (), finished=True)
+            gone = {drop.config for drop in worse}
+            survivors = [config for config in survivors if config not in gone]
+    return RaceState(rounds, tuple(survivors), tuple(dropped), (), finished=True)
 
 
 def _ranked(configs: list, scores: Mapping[Hashable, Scores], seeds: Sequence[int]) -> tuple:
-    """Best mean over `seeds` first; a stable sort keeps the race's order among equal means."""
+    """Best mean over `seeds` first; equal means keep their earlier order (a stable sort)."""
     if not seeds:
         return tuple(configs)
     return tuple(sorted(configs, key=lambda config: -statistics.fmean(scores[config][s] for s in seeds)))
