@@ -12,7 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError
+from rookworld.config import ConfigError, compose
+from rookworld.hooks import build_step_hooks, run_link
 from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult
 from rookworld.sweep.pruning import OptunaPruningHook
@@ -40,6 +41,19 @@ def start_trial(study: optuna.Study, url: str, pruner: dict, penalty: float = -1
                                       "metric": "eval/score", "every": 1, "window": 1, "pruner": pruner},
                             "objective": {"failure_penalty": penalty}})
     return OptunaPruningHook.from_config(cfg)
+
+
+def test_the_run_builds_what_its_config_names_and_nothing_else(tmp_path):
+    """trial=optuna lists the pruning hook (a config _target_): the run builds it bound to its trial; the
+    default trial=none lists none. Outside a multirun, no run is filed under a parent."""
+    study, url = new_study(tmp_path, "maximize")
+    trial = study.ask()
+    sweep = compose(["trial=optuna", f"trial.number={trial.number}", f"trial.study={study.study_name}",
+                     f"trial.storage={url}"])
+    [hook] = build_step_hooks(sweep)
+    assert isinstance(hook, OptunaPruningHook) and hook.trial.number == trial.number
+    assert build_step_hooks(compose([])) == []
+    assert run_link(compose([])) is None and run_link(compose(["tracking=none"])) is None
 
 
 def evaluation(scores: list[float]) -> EvalResult:
