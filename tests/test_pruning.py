@@ -18,7 +18,7 @@ from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult
 from rookworld.sweep.pruning import OptunaPruningHook
 from rookworld.sweep.study import OUTCOME_ATTR
-from rookworld.sweep.study import add_trial_number, open_storage
+from rookworld.sweep.study import open_storage
 from rookworld.sweep.summary import SweepSummary, TrialResult, study_markdown, study_trial, summarise_study
 from rookworld.train import run
 from train_helpers import tiny_config
@@ -36,7 +36,6 @@ def new_study(tmp_path: Path, direction: str, name: str = "unit") -> tuple[optun
 def start_trial(study: optuna.Study, url: str, pruner: dict, penalty: float = -1.0) -> OptunaPruningHook:
     """A RUNNING trial as the sweeper asks it, and its job's hook."""
     trial = study.ask()
-    add_trial_number(trial)
     cfg = OmegaConf.create({"trial": {"number": trial.number, "study": study.study_name, "storage": url,
                                       "metric": "eval/score", "every": 1, "window": 1, "pruner": pruner},
                             "objective": {"failure_penalty": penalty}})
@@ -117,7 +116,7 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
                      "guards.kl_growth.min_fraction=0.1"]}                   # 5.6): stopped by kl_growth
     stopped_at = []
     for number, overrides in diverging.items():
-        add_trial_number(study.ask())
+        study.ask()
         cfg = tiny_config(tmp_path / str(number), "task_mix=env_only", "steps=6", "optimizer.warmup_steps=0",
                           "eval.every=1", "trial=optuna", "trial/pruner=wilcoxon", f"trial.number={number}",
                           "trial.study=all_diverge", f"trial.storage={url}", *overrides)

@@ -30,9 +30,7 @@ from rookworld.sweep.study import (
     OWNER_ATTR,
     RETRY_OF_ATTR,
     STALE_ATTR,
-    TRIAL_NUMBER_PARAM,
     Heartbeat,
-    add_trial_number,
     finished_count,
     open_storage,
     resolve_stale_trials,
@@ -109,9 +107,8 @@ def make_study(tmp_path: Path, name: str = "unit") -> tuple[optuna.Study, optuna
 
 
 def ask_numbered(study: optuna.Study, **params: float) -> optuna.trial.Trial:
-    """A trial as rookworld's sweeper asks it: its own number as a param, then the swept params."""
+    """A trial as a sweep worker asks it: the swept params (its job gets `trial.number=N` as an override)."""
     trial = study.ask()
-    add_trial_number(trial)
     for name, value in params.items():
         trial.suggest_float(name, value, value)
     return trial
