@@ -49,6 +49,8 @@ from rookworld.tracking import (
     overrides_tag,
 )
 from rookworld.sweep.context import ParentRef, study_name, write_parent_ref
+from rookworld.sweep.summary import (fetch_study_runs, log_study_summary, log_summary, summarise_children,
+                                     summarise_study, summary_markdown)
 
 if TYPE_CHECKING:
     import optuna
@@ -96,7 +98,7 @@ def study_parent_run(client: MlflowClient, settings: TrackingSettings, config: D
 
 def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: optuna.Study) -> Any:
     """The study's parent run in this store, found by the id the study holds or by its tags; None if it has none."""
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # mlflow stays lazy: a sweep with tracking=none never imports it
 
     stored = study.user_attrs.get(PARENT_ATTR)
     if stored:
@@ -118,8 +120,6 @@ def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: o
 def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Study) -> int:
     """End the study's trial runs still running whose Optuna trial is no longer RUNNING (a killed worker): by
     outcome tag, or by MLflow status (a worker killed after tagging its outcome, before ending the run)."""
-    from rookworld.sweep.summary import fetch_study_runs
-
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     ended = 0
     for run in fetch_study_runs(client, experiment_id, study.study_name):
@@ -141,8 +141,6 @@ def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Stud
 def finish_study_parent(client: MlflowClient, parent: ParentRef, study: optuna.Study, top_k: int,
                         log_scale: tuple[str, ...]) -> str:
     """Summarise the study (Optuna states) and its children (MLflow) onto the parent and end it."""
-    from rookworld.sweep.summary import fetch_study_runs, log_study_summary, summarise_study
-
     end_orphan_runs(client, parent.experiment_id, study)
     summary = summarise_study(study, fetch_study_runs(client, parent.experiment_id, study.study_name))
     log_study_summary(client, parent.run_id, summary)
@@ -179,8 +177,6 @@ def finish_parent_run(
     client: MlflowClient, parent_run_id: str, direction: Any, top_k: int, log_scale: tuple[str, ...] = ()
 ) -> str:
     """Summarise the children onto the parent, end it, and return the markdown summary."""
-    from rookworld.sweep.summary import log_summary, summarise_children, summary_markdown
-
     try:
         summary = summarise_children(client, parent_run_id, direction, log_scale)
         log_summary(client, summary, top_k)
