@@ -19,7 +19,7 @@ from rookworld.evaluate import EvalResult
 from rookworld.sweep.pruning import OptunaPruningHook
 from rookworld.sweep.study import OUTCOME_ATTR
 from rookworld.sweep.study import open_storage
-from rookworld.sweep.summary import SweepSummary, TrialResult, study_markdown, study_trial, summarise_study
+from rookworld.sweep.summary import RUNS, SweepSummary, TrialRow, study_row, summarise_study, summary_markdown
 from rookworld.train import run
 from train_helpers import tiny_config
 
@@ -83,7 +83,7 @@ def test_wilcoxon_prunes_a_clearly_worse_trial_on_the_same_positions(tmp_path, d
     pruned = study.trials[worse.trial.number]
     assert pruned.state == TrialState.PRUNED and len(pruned.intermediate_values) == len(base)
     assert set(pruned.intermediate_values) == set(range(10 * len(base), 11 * len(base)))  # paired step ids
-    assert study_trial(pruned, "-").last_step == 10  # the summary shows the training step, not the paired id
+    assert study_row(pruned, "-").last_step == 10  # the summary shows the training step, not the paired id
 
     # as good as the best, position by position up and down: kept
     even = start_trial(study, url, WILCOXON, penalty)
@@ -98,14 +98,14 @@ def test_the_failure_penalty_must_rank_below_every_score_in_the_study_direction(
 
 
 def test_summaries_never_name_a_pruned_or_failed_trial_best():
-    def trial(number: int, outcome: str, objective: float) -> TrialResult:
-        return TrialResult(f"run{number}", number, outcome, "", "FINISHED", objective, {}, 0)
+    def trial(number: int, outcome: str, objective: float) -> TrialRow:
+        return TrialRow(number, outcome, objective, {}, run_id=f"run{number}", status="FINISHED")
 
     failed = [trial(0, KL_FAILURE, -1.0), trial(1, "pruned", 0.56), trial(2, DIVERGED_KL_GROWTH, -1.0)]
-    assert SweepSummary("parent", "s", "maximize", tuple(failed), ()).best is None
-    assert SweepSummary("parent", "s", "minimize", tuple(failed), ()).best is None
+    assert SweepSummary(RUNS, "s", "maximize", tuple(failed), ()).best is None
+    assert SweepSummary(RUNS, "s", "minimize", tuple(failed), ()).best is None
     with_success = (*failed, trial(3, "success", 0.61))
-    assert SweepSummary("parent", "s", "minimize", with_success, ()).best.trial == 3
+    assert SweepSummary(RUNS, "s", "minimize", with_success, ()).best.trial == 3
 
 
 def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
@@ -133,7 +133,7 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
     summary = summarise_study(study)  # no MLflow runs: the outcomes come from the trials
     assert summary.best is None
     assert [t.outcome for t in summary.trials] == [KL_FAILURE, DIVERGED_KL_GROWTH]
-    text = study_markdown(summary)
+    text = summary_markdown(summary)
     assert "Best: none (no trial finished successfully)." in text and "| diverged:kl_growth |" in text
 
 

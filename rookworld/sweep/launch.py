@@ -37,7 +37,7 @@ from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
 from rookworld.sweep.storage_url import masked, redacted
 from rookworld.sweep.study import STORAGE_ERRORS, is_stale_failure, open_storage, resolve_stale_trials
-from rookworld.sweep.summary import fetch_study_runs, study_markdown, summarise_study
+from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_markdown
 from rookworld.sweep.worker import (PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, TOO_MANY_FAILURES_EXIT, TaskRef,
                                     WorkerSpec)
 from rookworld.tracking import TrackingSettings, absolute_path, hydra_base_dir, one_line, open_store
@@ -235,12 +235,12 @@ class Launch:
             if claimed:
                 study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
         if running or left:
-            print(study_markdown(summarise_study(study)), flush=True)
+            print(summary_markdown(summarise_study(study)), flush=True)
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
         if not claimed:  # no tracking, or another launch summarised it
-            print(study_markdown(summarise_study(study)), flush=True)
+            print(summary_markdown(summarise_study(study)), flush=True)
             return
         self.summarise_onto_parent(study)
 
@@ -249,7 +249,7 @@ class Launch:
         client = open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
         top_k = int(self.spec.config.tracking.summary_top_k)
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
-        print(study_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
+        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
                                                                     study.study_name))), flush=True)
         log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
