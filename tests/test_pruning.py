@@ -53,6 +53,7 @@ def test_the_run_builds_what_its_config_names_and_nothing_else(tmp_path):
     assert isinstance(hook, OptunaPruningHook) and hook.trial.number == trial.number
     assert build_step_hooks(compose([])) == []
     assert run_link(compose([])) is None and run_link(compose(["tracking=none"])) is None
+    assert run_link(compose([], "sft")) is None  # the supervised warm start files its run the same way
 
 
 def evaluation(scores: list[float]) -> EvalResult:
