@@ -22,7 +22,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
