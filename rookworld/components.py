@@ -10,6 +10,7 @@ from omegaconf import DictConfig
 
 from rookworld.config import build, resolve_device
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
+from rookworld.hooks import build_step_hooks
 from rookworld.model.hub import load_model
 from rookworld.trainer import Trainer
 
@@ -23,7 +24,7 @@ def build_trainer(cfg: DictConfig, tracker) -> Trainer:
     heldout = eval_problems(cfg.eval, load_policy_problems(split, data), load_arbiter_problems(split, data))
     return Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
                    reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=heldout,
-                   tracker=tracker, hooks=build_hooks(cfg))
+                   tracker=tracker, hooks=build_step_hooks(cfg))
 
 
 def eval_problems(eval_cfg: DictConfig, policy_heldout: list, arbiter_heldout: list) -> list:
@@ -52,9 +53,3 @@ def make_reference(policy: torch.nn.Module, kl: DictConfig, device: torch.device
     target = device if kl.ref_device == "same" else torch.device(kl.ref_device)
     return copy.deepcopy(policy).to(target).eval().requires_grad_(False)
 
-
-def build_hooks(cfg: DictConfig) -> list:
-    if cfg.trial.get("number") is None:
-        return []
-    from rookworld.sweep.pruning import OptunaPruningHook
-    return [OptunaPruningHook.from_config(cfg)]

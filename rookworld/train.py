@@ -13,7 +13,7 @@ from rookworld.config import PROJECT_TARGETS, validate
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
 from rookworld.evaluate import describe_change
-from rookworld.sweep.context import trial_link
+from rookworld.hooks import run_link
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.trainer import RunResult
 
@@ -23,7 +23,7 @@ def run(cfg: DictConfig) -> RunResult:
     fails before a run exists."""
     validate(cfg)
     trainer = build_trainer(cfg, NullTracker())
-    with make_tracker(cfg, trial_link(cfg)) as tracker:
+    with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         trainer.tracker = tracker

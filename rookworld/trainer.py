@@ -18,7 +18,6 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -32,6 +31,7 @@ from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import KLController, kl_per_token, kl_reward_penalty
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
 from rookworld.grpo.sampler_correction import mismatch, sampler_weights
+from rookworld.hooks import StepHook
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.logprobs import completion_logprobs
@@ -45,15 +45,6 @@ from rookworld.scoring import ScoredRows, StepScores
 from rookworld.tasks import Problem
 
 TRAINER_STATE_FILE = "trainer_state.pt"
-
-
-class StepHook(Protocol):
-    """Looks at each step's metrics (eval/* included at evaluation steps, with the evaluation itself);
-    True stops the run as pruned. Told the run's outcome at the end."""
-
-    def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None) -> bool: ...
-
-    def record_outcome(self, outcome: str, reason: str) -> None: ...
 
 
 @dataclass

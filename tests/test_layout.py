@@ -5,6 +5,9 @@
 - The library never imports an entry point (a module run with `python -m`) or a measurement tool
   (rookworld.bench), and no entry point imports another entry point: entry points share setup
   through library modules.
+- Drivers sit above what they drive: no module outside rookworld/sweep/ imports rookworld.sweep. What
+  a sweep adds to a run (its pruning hook, where the run is filed in MLflow) arrives through config
+  `_target_`s (rookworld/hooks.py).
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
 """
@@ -19,6 +22,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rookworld"
 TOOLS = "rookworld.bench"  # measurement tools: may import the library, never the other way round
+DRIVER = "rookworld.sweep"  # drives runs through Hydra: may import the library, never the other way round
 # Library modules that also run as a script for a narrow job; importing them is fine.
 RUNNABLE_LIBRARY = {
     "rookworld.model.tokenizer": "rebuilds the bundled tiny tokenizer",
@@ -135,6 +139,17 @@ def layering_violations(graph: dict[str, set[str]], entries: set[str]) -> list[s
     return problems
 
 
+def is_driver(name: str) -> bool:
+    return name == DRIVER or name.startswith(DRIVER + ".")
+
+
+def driver_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Modules outside the sweep package that import it."""
+    return [f"{name} imports {target}: name what the sweep adds to a run by a config _target_ (rookworld/hooks.py)"
+            for name, targets in sorted(graph.items()) if not is_driver(name)
+            for target in sorted(targets) if is_driver(target)]
+
+
 # ---------------------------------------------------------------- references outside the repository
 
 def scanned_files() -> list[Path]:
@@ -171,6 +186,22 @@ def test_the_library_imports_no_entry_point_or_tool():
     modules = package_modules()
     problems = layering_violations(import_graph(modules), entry_points(modules))
     assert not problems, "\n".join(problems)
+
+
+def test_nothing_outside_the_sweep_imports_it():
+    problems = driver_violations(import_graph(package_modules()))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_driver_check_sees_a_planted_import(tmp_path):
+    planted = tmp_path / "components.py"
+    planted.write_text("def build_hooks(cfg):\n    from rookworld.sweep.pruning import OptunaPruningHook\n")
+    modules = {"rookworld.components": planted, "rookworld.sweep.pruning": tmp_path / "pruning.py",
+               "rookworld.sweep.study": tmp_path / "study.py", "rookworld.config": tmp_path / "config.py"}
+    graph = {"rookworld.components": imported_modules("rookworld.components", planted, modules),
+             "rookworld.sweep.pruning": {"rookworld.sweep.study", "rookworld.config"}}
+    assert driver_violations(graph) == ["rookworld.components imports rookworld.sweep.pruning: name what the sweep "
+                                        "adds to a run by a config _target_ (rookworld/hooks.py)"]
 
 
 def test_the_user_commands_are_entry_points():
