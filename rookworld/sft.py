@@ -34,7 +34,7 @@ from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.tracking import make_tracker
-from rookworld.trainer import autocast_for
+from rookworld.model.precision import autocast_for
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 

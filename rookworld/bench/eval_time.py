@@ -22,7 +22,7 @@ from rookworld.config import build, compose, resolve_device
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.evaluate import evaluate
 from rookworld.model.fast_sampling import make_decoder
-from rookworld.trainer import autocast_for
+from rookworld.model.precision import autocast_for
 
 REPEATS = 3
 
