@@ -106,12 +106,18 @@ def score_standard_error(tasks: list[str], values: list[float]) -> float:
 
 def describe_change(before: EvalResult, after: EvalResult, tasks: list[str], at_step: int) -> str:
     """One line: eval/score from `before` to `after` with the paired standard error of the change, whether
-    it rose beyond that error, and the held-out metrics that moved."""
+    it rose beyond that error, how many held-out problems scored better and worse, and the held-out metrics
+    (per-slice ones included) that rose and that fell."""
     change = after.score - before.score
-    paired = score_standard_error(tasks, [b - a for a, b in zip(before.problem_scores, after.problem_scores)])
+    differences = [b - a for a, b in zip(before.problem_scores, after.problem_scores)]
+    paired = score_standard_error(tasks, differences)
     verdict = "improved" if change > paired else "no gain beyond the standard error"
-    moved = [f"{k} {before.metrics[k]:.3f} -> {v:.3f}" for k, v in after.metrics.items()
-             if k in before.metrics and k.count("/") == 2 and abs(v - before.metrics[k]) >= 5e-4]
+    better, worse = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
+    moved = {k: (before.metrics[k], v) for k, v in after.metrics.items()
+             if k in before.metrics and k.count("/") >= 2 and abs(v - before.metrics[k]) >= 5e-4}
+    rose = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b > a]
+    fell = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b < a]
     return (f"{verdict} after {at_step} steps: eval/score {before.score:.4f} -> {after.score:.4f} "
-            f"({change:+.4f}, standard error of the change {paired:.4f} over {len(tasks)} held-out problems)"
-            + (f"; {', '.join(moved)}" if moved else ""))
+            f"({change:+.4f}, standard error of the change {paired:.4f} over {len(tasks)} held-out problems: "
+            f"{better} better, {worse} worse)"
+            + (f"; rose: {', '.join(rose)}" if rose else "") + (f"; fell: {', '.join(fell)}" if fell else ""))

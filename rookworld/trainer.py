@@ -140,7 +140,7 @@ class Trainer:
             hook.record_outcome(outcome, reason)
         print(f"outcome: {outcome} ({reason}); objective {objective:.4f}")
         if final_eval:
-            print("final evaluation: " + ", ".join(f"{k}={v:.3f}" for k, v in final_eval.items()))
+            print("final evaluation: " + ", ".join(f"{k}={v:.4f}" for k, v in final_eval.items()))
         return RunResult(outcome, reason, self.step, objective, final_eval)
 
     # ---------------------------------------------------------------- one GRPO step
@@ -338,7 +338,7 @@ class Trainer:
             return
         # No loss: at ratio 1 it is minus the mean of group-centred advantages, about 0 at every step
         # (README, The GRPO step); the gradient norm shows the update's size.
-        kl = f"kl {m['kl']:.5f}" if "kl" in m else "kl off"
+        kl = f"kl {m['kl']:.2e}" if "kl" in m else "kl off"  # early KL is ~1e-5: fixed decimals would read 0
         print(f"step {self.step}/{self.cfg.steps} | reward {m['reward']:+.3f} ± {m['reward_std']:.3f} | "
               f"{kl} | grad norm {m['grad_norm']:.3f} | {m['step_time']:.2f} s", flush=True)
 

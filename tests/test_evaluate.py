@@ -31,7 +31,19 @@ def test_the_final_line_says_improved_only_beyond_the_paired_standard_error():
     consistent = result([0.6, 0.7, 0.6, 0.7], **{"eval/A/next_state": 0.75})
     line = describe_change(before, consistent, tasks, at_step=6)
     assert line.startswith("improved after 6 steps: eval/score 0.5000 -> 0.6500 (+0.1500, standard error of the "
-                           "change 0.0354 over 4 held-out problems)")
-    assert line.endswith("; eval/A/next_state 0.500 -> 0.750")
+                           "change 0.0354 over 4 held-out problems: 4 better, 0 worse)")
+    assert line.endswith("; rose: eval/A/next_state 0.500 -> 0.750")
     mixed = result([0.9, 0.1, 0.9, 0.3])  # +0.05 on average, with a spread far larger than that
     assert describe_change(before, mixed, tasks, at_step=6).startswith("no gain beyond the standard error")
+
+
+def test_the_final_line_names_what_rose_and_what_fell_per_slice_included():
+    tasks = ["P", "P", "A", "A"]
+    before = result([0.5, 0.5, 0.5, 0.5], **{"eval/A/format": 0.9, "eval/A/next_state/illegal": 0.25,
+                                             "eval/A/score": 0.5})
+    after = result([0.5, 0.5, 0.9, 0.4], **{"eval/A/format": 0.8, "eval/A/next_state/illegal": 0.5,
+                                            "eval/A/score": 0.65})
+    line = describe_change(before, after, tasks, at_step=3)
+    assert "over 4 held-out problems: 1 better, 1 worse)" in line
+    assert line.endswith("; rose: eval/A/next_state/illegal 0.250 -> 0.500, eval/A/score 0.500 -> 0.650"
+                         "; fell: eval/A/format 0.900 -> 0.800")

@@ -3,7 +3,10 @@
 # (tracked in its own ./mlflow.db, as a new user's first run), one log per seed:
 #   bash tools/quickstart_seeds.sh 0 1 2            # the README's figures (idle 2-core machine)
 # Prints each seed's wall time and its last line (improved or not, the change and its standard error).
+# One thread (OMP_NUM_THREADS=1 unless set), as the README's figures were measured: float sums in
+# another order can change a sampled token, and with it the run.
 set -uo pipefail
+export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 out=${LOG_DIR:-$(mktemp -d)}
 status=0
