@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Protocol
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
@@ -42,9 +41,19 @@ from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
 from rookworld.resume_check import check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
+from rookworld.specs.kl import KLAdaptive, KLFixed
+from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
 
 TRAINER_STATE_FILE = "trainer_state.pt"
+
+
+def kl_controller(kl) -> KLController:
+    """The coefficient controller of a conf/kl/ spec (kl=none: beta stays 0)."""
+    if not isinstance(kl, KLFixed):
+        return KLController("none", 0.0, 0, 1.0)
+    target, horizon = (kl.target, kl.horizon) if isinstance(kl, KLAdaptive) else (None, None)
+    return KLController(kl.kind, kl.coef, kl.warmup_steps, kl.warmup_factor, target, horizon)
 
 
 class StepHook(Protocol):
@@ -134,7 +143,7 @@ class Batch:
 
 @dataclass
 class Trainer:
-    cfg: DictConfig
+    cfg: RunSpec
     policy: torch.nn.Module
     tokenizer: object
     reference: torch.nn.Module | None
@@ -151,9 +160,9 @@ class Trainer:
         cfg = self.cfg
         self.device = next(self.policy.parameters()).device
         self.optimizer = build_optimizer(self.policy.parameters(), cfg.optimizer)
-        k = cfg.kl
-        self.kl = KLController(k.kind, k.coef, k.warmup_steps, k.warmup_factor, k.target, k.horizon)
-        self.guards = Guards(cfg.guards, k.max if self.kl.enabled else None, k.max_steps_above)
+        self.kl = kl_controller(cfg.kl)
+        kl_guard = (cfg.kl.max, cfg.kl.max_steps_above) if isinstance(cfg.kl, KLFixed) else (None, 1)
+        self.guards = Guards(cfg.guards.as_mapping(), *kl_guard)
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         self.shuffle_generator = torch.Generator().manual_seed(cfg.seed + 1)
         rn, e = cfg.grpo.reward_norm, cfg.grpo.entropy
@@ -570,8 +579,10 @@ class Trainer:
         return torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
 
     def _maybe_sync_reference(self, step: int) -> None:
+        if self.reference is None:
+            return
         every = self.cfg.kl.sync_every
-        if self.reference is None or not every or (step + 1) % every:
+        if not every or (step + 1) % every:
             return
         alpha = self.cfg.kl.sync_alpha
         with torch.no_grad():
@@ -616,8 +627,7 @@ class Trainer:
             return None
         settings = {"max_new_tokens": self.max_new_tokens, "batch_size": e.batch_size,
                     "num_samples_logged": e.num_samples_logged,
-                    "reward": OmegaConf.to_container(cfg.reward, resolve=True),
-                    "model": OmegaConf.to_container(cfg.model, resolve=True), "device": self.device.type,
+                    "reward": cfg.resolved["reward"], "model": cfg.resolved["model"], "device": self.device.type,
                     "decoder": type(self.decoder).__name__ if self.decoder is not None else "plain",
                     "torch": torch.__version__}
         return EvalCache(str(e.cache_dir), cache_key(self.policy, self.heldout, settings))
@@ -646,7 +656,7 @@ class Trainer:
         directory = Path(self.cfg.checkpoint.dir) / f"step_{self.step:06d}"
         save_pretrained(self.policy, self.tokenizer, directory)
         torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
-        save_config(self.cfg, directory)
+        save_config(self.cfg.resolved, directory)
         return directory
 
     def resume(self, directory: str | Path) -> None:
