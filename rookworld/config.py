@@ -9,9 +9,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from rookworld.specs.bench import Bench, BenchSpec
@@ -63,23 +62,28 @@ validate, validate_sft, validate_bench = load_run, load_sft, load_bench
 
 def _plain(cfg: DictConfig) -> dict:
     """The resolved config as plain data, without Hydra's own node."""
-    return {key: _resolved(cfg, key) for key in cfg if key != "hydra"}
+    raw = OmegaConf.to_container(cfg, resolve=False)
+    raw.pop("hydra", None)
+    return _resolved(cfg, raw, "")
 
 
-def _resolved(parent: DictConfig | ListConfig, key):
-    """parent[key] resolved, as plain data. Composed outside a Hydra run (tests, a sweep's probes) a
-    `${hydra:...}` value has nothing to resolve against yet and stays as written."""
-    node = parent._get_node(key)
-    if isinstance(node, DictConfig):
-        return {k: _resolved(node, k) for k in node}
-    if isinstance(node, ListConfig):
-        return [_resolved(node, i) for i in range(len(node))]
+def _resolved(cfg: DictConfig, raw, key: str):
+    """`raw` (the value at `key` as written) with its interpolations resolved. Outside a Hydra run's own
+    job (tests, a sweep's probe configs) a `${hydra:...}` value has nothing to resolve against yet and
+    stays as written."""
+    if isinstance(raw, dict):
+        return {name: _resolved(cfg, value, f"{key}.{name}" if key else name) for name, value in raw.items()}
+    if isinstance(raw, list):
+        return [_resolved(cfg, value, f"{key}[{index}]") for index, value in enumerate(raw)]
+    if not (isinstance(raw, str) and "${" in raw):
+        return raw
     try:
-        return parent[key]
+        value = OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
     except InterpolationResolutionError:
-        if HydraConfig.initialized():
+        if "${hydra:" not in raw:
             raise
-        return node._value()
+        return raw
+    return OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
 
 
 def spec_of(kind: type, node: dict, key: str = ""):
