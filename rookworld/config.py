@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from rookworld.specs.bench import Bench, BenchSpec
-from rookworld.specs.rules import ConfigError, require, resolve_device  # noqa: F401  (the loader's error, re-exported)
+from rookworld.specs.rules import ConfigError, require  # noqa: F401  (re-exported: the one-line error of every command)
 from rookworld.specs.run import RunSpec
 from rookworld.specs.sft import SftSpec
 

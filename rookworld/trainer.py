@@ -41,14 +41,14 @@ from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
 from rookworld.resume_check import check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
-from rookworld.specs.kl import KLAdaptive, KLFixed
+from rookworld.specs.kl import KL, KLAdaptive, KLFixed
 from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
 
 TRAINER_STATE_FILE = "trainer_state.pt"
 
 
-def kl_controller(kl) -> KLController:
+def kl_controller(kl: KL) -> KLController:
     """The coefficient controller of a conf/kl/ spec (kl=none: beta stays 0)."""
     if not isinstance(kl, KLFixed):
         return KLController("none", 0.0, 0, 1.0)
