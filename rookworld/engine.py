@@ -233,6 +233,13 @@ class Engine:
             infos = self._analyse_from_clean_state(board, multipv)
         return _lines_from_infos(infos, board.turn)
 
+    def evaluate_move(self, fen: str, move: str) -> float:
+        """The eval of one root move, pawns for the side to move: the search restricted to that move
+        (from a clean state, at this engine's limit)."""
+        board = chess.Board(fen)
+        info = self._running().analyse(board, self.limit, root_moves=[chess.Move.from_uci(move)], game=object())
+        return score_to_pawns(info["score"].pov(board.turn))
+
     def _analyse_from_clean_state(self, board: chess.Board, multipv: int) -> list[dict]:
         # A game object python-chess has not seen makes it send `ucinewgame` first: the hash and
         # the search history are cleared, so earlier analyses cannot change this one.

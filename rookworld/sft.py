@@ -28,14 +28,14 @@ from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
 from rookworld.evaluate import evaluate
+from rookworld.hooks import run_link
 from rookworld.model.hub import save_pretrained
 from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.specs.rules import resolve_device
-from rookworld.sweep.context import trial_link
 from rookworld.tracking import make_tracker
-from rookworld.trainer import autocast_for
+from rookworld.model.precision import autocast_for
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 
@@ -103,7 +103,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
             return step
         return max(step, int(s.steps * elapsed_s / (60 * s.time_limit_min)))
 
-    with make_tracker(cfg, trial_link(cfg)) as tracker:
+    with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         start, step, metrics, last_eval_step = time.perf_counter(), 0, {}, -1

@@ -13,7 +13,7 @@ from rookworld.config import PROJECT_TARGETS, load_run
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
 from rookworld.evaluate import describe_change
-from rookworld.sweep.context import trial_link
+from rookworld.hooks import build_step_hooks, run_link
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.trainer import RunResult
 
@@ -22,8 +22,8 @@ def run(cfg: DictConfig) -> RunResult:
     """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
     fails before a run exists."""
     spec = load_run(cfg)
-    trainer = build_trainer(spec, NullTracker(), build_hooks(cfg))
-    with make_tracker(cfg, trial_link(cfg)) as tracker:
+    trainer = build_trainer(spec, NullTracker(), build_step_hooks(cfg))
+    with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
         trainer.tracker = tracker
@@ -31,14 +31,6 @@ def run(cfg: DictConfig) -> RunResult:
     if trainer.first_eval is not None and trainer.last_eval is not None and result.final_eval:
         print(describe_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps))
     return result
-
-
-def build_hooks(cfg: DictConfig) -> list:
-    """The StepHooks of a sweep's trial (none outside a sweep)."""
-    if cfg.trial.get("number") is None:
-        return []
-    from rookworld.sweep.pruning import OptunaPruningHook
-    return [OptunaPruningHook.from_config(cfg)]
 
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)

@@ -11,7 +11,7 @@ from hypothesis import given, settings, strategies as st
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.logprobs import completion_logprobs, token_logprobs
 from rookworld.model.sampling import Generation
-from rookworld.trainer import Batch
+from rookworld.grpo.learner import Batch
 from train_helpers import tiny_config
 
 VOCAB, PROMPT_WIDTH, COMPLETION_WIDTH = 40, 6, 4
@@ -95,7 +95,7 @@ def step_zero_update(tmp_path, *overrides):
                       "optimizer.warmup_steps=0", *overrides)
     trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     deviations = []
-    original = trainer._loss_and_backward
+    original = trainer.learner.loss_and_backward
 
     def recording(inputs, **static):
         out = original(inputs, **static)
@@ -103,7 +103,7 @@ def step_zero_update(tmp_path, *overrides):
         deviations.append((out["logp"] - inputs["old_logp"].float())[mask].abs().max().item())
         return out
 
-    trainer._loss_and_backward = recording
+    trainer.learner.loss_and_backward = recording
     metrics, _ = trainer.train_step(0)
     return metrics, deviations
 

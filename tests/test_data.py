@@ -371,7 +371,6 @@ def test_rookworld7m_offline_gives_a_one_line_error(monkeypatch: pytest.MonkeyPa
     import huggingface_hub.constants
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    rookworld7m._load_cached.cache_clear()
     with pytest.raises(DatasetUnavailableError) as info:
         load_rookworld7m("train", repo_id="rookworld-tests/does-not-exist", train_files=["data/x.parquet"])
     assert "\n" not in str(info.value) and "rookworld-tests/does-not-exist" in str(info.value)

@@ -253,3 +253,21 @@ def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pyte
     assert choose_nodes(curve, 0.8)[0] == 4                # the smallest that reaches the target
     assert choose_nodes(curve, 0.8, 0.25)[0] == 2          # 4 does not fit: the largest that does
     assert choose_nodes(curve, 0.9)[0] == 8
+
+
+def test_a_label_move_outside_the_reference_lines_is_judged_by_its_own_deep_eval() -> None:
+    from rookworld.data.agreement import agrees
+    from rookworld.engine import Line
+
+    reference = (Line("h7h4", 999.89, 32), Line("g3f3", 999.87, 32))
+    assert agrees("h7h4", reference, 0.05, {})
+    assert not agrees("g3f3", reference, 0.01, {})
+    assert agrees("h7b7", reference, 0.05, {"h7b7": 999.89})       # another mate of the same length
+    assert not agrees("e3f2", (Line("b3c2", 1.71, 20),), 0.05, {"e3f2": 1.59})
+    with pytest.raises(KeyError, match="e3f2: not in the reference's lines"):
+        agrees("e3f2", reference, 0.05, {})
+
+    back_rank_mate = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"
+    with Engine(STOCKFISH, nodes=20_000, cache_size=0) as engine:
+        assert engine.evaluate_move(back_rank_mate, "a1a8") == 999.99      # mate in 1
+        assert engine.evaluate_move(back_rank_mate, "a1a2") < 900           # searched alone, no mate

@@ -60,7 +60,7 @@ def test_reusing_the_evaluation_leaves_the_run_unchanged(tmp_path):
 def test_problem_scores_make_up_the_task_scores(tmp_path):
     cfg = tiny_config(tmp_path, "tracking=none", "eval.num_policy=3", "eval.num_arbiter=3")
     trainer = build_trainer(load_run(cfg), make_tracker(cfg))
-    result = trainer._evaluate(0)
+    result = trainer.evaluate(0)
     scores, metrics = result.problem_scores, result.metrics
     assert len(scores) == 6
     assert sum(scores[:3]) / 3 == pytest.approx(metrics["eval/P/score"])

@@ -191,7 +191,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
     gen = rollout.generation
     advantages = torch.linspace(-1.0, 1.0, len(rows))
     with torch.no_grad():
-        batch = trainer._make_batch(gen, advantages)
+        batch = trainer.learner.make_batch(gen, advantages)
     # A sampler that differs from the trainer, so that the correction weights are not all 1.
     batch.sampler_logp = batch.sampler_logp + 0.3 * torch.randn(batch.sampler_logp.shape,
                                                                 generator=torch.Generator().manual_seed(5))
@@ -213,7 +213,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
                            {"estimator": kl.estimator, "bias_correction": kl.bias_correction},
                            (grpo.entropy.coef, -math.inf))
     before = [p.detach().clone() for p in trainer.policy.parameters()]
-    trainer.update(0, batch)
+    trainer.learner.update(0, batch)
     moved = sum((p - b).abs().sum().item() for p, b in zip(trainer.policy.parameters(), before))
     assert moved > 0
     for fast, slow in zip(trainer.policy.parameters(), expected):
@@ -229,13 +229,13 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
                       "grpo.dynamic_sampling.enabled=true", "grpo.dynamic_sampling.max_rounds=12")
     trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     trained = []
-    original = trainer.update
+    original = trainer.learner.update
 
     def recording(step, batch):
         trained.append(batch)
         return original(step, batch)
 
-    trainer.update = recording
+    trainer.learner.update = recording
     for step in range(2):
         metrics, _ = trainer.train_step(step)
         batch = trained[-1]

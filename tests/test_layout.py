@@ -5,11 +5,18 @@
 - The library never imports an entry point (a module run with `python -m`) or a measurement tool
   (rookworld.bench), and no entry point imports another entry point: entry points share setup
   through library modules.
+- Drivers sit above what they drive: no module outside rookworld/sweep/ imports rookworld.sweep. What
+  a sweep adds to a run (its pruning hook, where the run is filed in MLflow) arrives through config
+  `_target_`s (rookworld/hooks.py).
 - Only the loader (rookworld.config, with the entry points' Hydra plumbing), the entry points,
   rookworld/tracking/ and rookworld/sweep/ import omegaconf or hydra: the rest of the library gets
   typed specs (rookworld/specs/) or plain values, never a DictConfig.
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
+- A name with a leading underscore is used only in the module that defines it (library, tests and
+  tools alike): no `x._name` or `from m import _name` of another module's private name. Dunders are
+  not private; `self._x` in a class of the module is its own (unless the class extends a class of
+  another module of ours).
 """
 from __future__ import annotations
 
@@ -22,11 +29,14 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rookworld"
 TOOLS = "rookworld.bench"  # measurement tools: may import the library, never the other way round
+DRIVER = "rookworld.sweep"  # drives runs through Hydra: may import the library, never the other way round
 # Library modules that also run as a script for a narrow job; importing them is fine.
 RUNNABLE_LIBRARY = {
     "rookworld.model.tokenizer": "rebuilds the bundled tiny tokenizer",
 }
 SCANNED = ("rookworld", "conf", "sweeps", "docs", "tests", "README.md")
+PYTHON_FOLDERS = ("rookworld", "tests", "tools")  # where the private-name rule looks
+ON_SYS_PATH = ("tests",)  # pytest puts tests/ on sys.path: its helpers are imported by file name
 TEXT_SUFFIXES = {".py", ".md", ".yaml", ".yml", ".txt", ".sh", ".toml", ".cfg", ".json"}
 # Built from pieces so that this file does not match its own patterns.
 OUTSIDE_REFERENCES = {
@@ -42,14 +52,15 @@ CONFIG_SIDE = {
     "rookworld.config": "the loader: the composed config becomes the typed specs",
     "rookworld.composition": "the entry points' composition (one-line messages for a bad override)",
     "rookworld.errors": "the entry points' exit policy (asks Hydra whether this is a multirun)",
+    "rookworld.hooks": "builds what a driver adds to a run from the config's _target_s (trial.hooks, tracking.run_link)",
 }
 CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file runs and drive sweeps through Hydra
 
 
 # ---------------------------------------------------------------- the import graph
 
-def module_name(path: Path, base: Path = REPO) -> str:
-    parts = list(path.relative_to(base).with_suffix("").parts)
+def module_name(path: Path, root: Path = REPO) -> str:
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
@@ -174,6 +185,17 @@ def config_import_violations(modules: dict[str, Path], entries: set[str]) -> lis
             for found in [config_libraries_imported(path)] if found]
 
 
+def is_driver(name: str) -> bool:
+    return name == DRIVER or name.startswith(DRIVER + ".")
+
+
+def driver_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Modules outside the sweep package that import it."""
+    return [f"{name} imports {target}: name what the sweep adds to a run by a config _target_ (rookworld/hooks.py)"
+            for name, targets in sorted(graph.items()) if not is_driver(name)
+            for target in sorted(targets) if is_driver(target)]
+
+
 # ---------------------------------------------------------------- references outside the repository
 
 def scanned_files() -> list[Path]:
@@ -196,6 +218,93 @@ def outside_references(path: Path) -> list[str]:
             target = (path.parent / match.group(0)).resolve()
             if not target.is_relative_to(REPO):
                 problems.append(f"{where}: a path outside the repository: {match.group(0)}")
+    return problems
+
+
+# ---------------------------------------------------------------- private names
+
+def is_private(name: str) -> bool:
+    """A leading underscore marks a name nobody outside its module uses; dunders and `_` are not such names."""
+    return name.startswith("_") and name != "_" and not (name.startswith("__") and name.endswith("__"))
+
+
+def defined_names(tree: ast.AST) -> set[str]:
+    """The names a module defines: functions, classes, assigned names, import aliases and the attributes
+    its classes set on `self` / `cls`."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            names.add(node.id)
+        elif isinstance(node, ast.alias) and node.asname:
+            names.add(node.asname)
+        elif (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
+              and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            names.add(node.attr)
+    return names
+
+
+def last_name(node: ast.expr) -> str:
+    return node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+
+
+class PrivateUses(ast.NodeVisitor):
+    """The private names of other modules one module uses: `x._name` and `from m import _name`."""
+
+    def __init__(self, module: str, package: str, own: set[str], elsewhere: dict[str, set[str]],
+                 other_classes: set[str], modules: dict[str, str]):
+        self.module, self.package, self.own, self.elsewhere = module, package, own, elsewhere
+        self.other_classes, self.modules = other_classes, modules
+        self.found: list[tuple[int, str]] = []
+        self.subclass_of_ours: list[bool] = [False]  # per enclosing class: does it extend another module's class?
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        self.subclass_of_ours.append(any(last_name(base) in self.other_classes for base in node.bases))
+        self.generic_visit(node)
+        self.subclass_of_ours.pop()
+
+    def visit_Attribute(self, node: ast.Attribute) -> None:
+        name = node.attr
+        own_class = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls") and not self.subclass_of_ours[-1]
+        if is_private(name) and name not in self.own and name in self.elsewhere and not own_class:
+            self.found.append((node.lineno, f"uses .{name} of {', '.join(sorted(self.elsewhere[name]))}"))
+        self.generic_visit(node)
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        source = node.module or ""
+        if node.level:
+            anchor = self.package.split(".")[: len(self.package.split(".")) - node.level + 1]
+            source = ".".join(anchor + ([source] if source else []))
+        source = self.modules.get(source, "")
+        if source and source != self.module:
+            self.found += [(node.lineno, f"imports {alias.name} from {source}")
+                           for alias in node.names if is_private(alias.name)]
+
+
+def private_name_uses(root: Path, folders: tuple[str, ...], bare: tuple[str, ...] = ()) -> list[str]:
+    """Every use of a private name outside the module that defines it, in the Python files under `folders`
+    of `root`. Modules are named by their dotted path from `root`; those in a `bare` folder (on sys.path,
+    as pytest puts tests/) also by their file name."""
+    paths = {module_name(path, root): path for folder in folders for path in sorted((root / folder).rglob("*.py"))}
+    trees = {name: ast.parse(path.read_text(), str(path)) for name, path in paths.items()}
+    import_names = {**{path.stem: name for name, path in paths.items() if path.parent.name in bare},
+                    **{name: name for name in paths}}
+    own = {name: {n for n in defined_names(tree) if is_private(n)} for name, tree in trees.items()}
+    classes = {name: {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+               for name, tree in trees.items()}
+    problems = []
+    for name, tree in trees.items():
+        elsewhere: dict[str, set[str]] = {}
+        for other, names in own.items():
+            for private in names if other != name else ():
+                elsewhere.setdefault(private, set()).add(other)
+        other_classes = set().union(*(c for other, c in classes.items() if other != name))
+        package = name if paths[name].name == "__init__.py" else name.rpartition(".")[0]
+        visitor = PrivateUses(name, package, own[name], elsewhere, other_classes, import_names)
+        visitor.visit(tree)
+        where = paths[name].relative_to(root)
+        problems += [f"{where}:{line}: {what}" for line, what in sorted(visitor.found)]
     return problems
 
 
@@ -237,6 +346,22 @@ def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
     assert len(problems) == 1 and problems[0].startswith("rookworld.trainer imports omegaconf"), problems
 
 
+def test_nothing_outside_the_sweep_imports_it():
+    problems = driver_violations(import_graph(package_modules()))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_driver_check_sees_a_planted_import(tmp_path):
+    planted = tmp_path / "components.py"
+    planted.write_text("def build_hooks(cfg):\n    from rookworld.sweep.pruning import OptunaPruningHook\n")
+    modules = {"rookworld.components": planted, "rookworld.sweep.pruning": tmp_path / "pruning.py",
+               "rookworld.sweep.study": tmp_path / "study.py", "rookworld.config": tmp_path / "config.py"}
+    graph = {"rookworld.components": imported_modules("rookworld.components", planted, modules),
+             "rookworld.sweep.pruning": {"rookworld.sweep.study", "rookworld.config"}}
+    assert driver_violations(graph) == ["rookworld.components imports rookworld.sweep.pruning: name what the sweep "
+                                        "adds to a run by a config _target_ (rookworld/hooks.py)"]
+
+
 def test_the_user_commands_are_entry_points():
     entries = entry_points(package_modules())
     for command in ("rookworld.train", "rookworld.sft", "rookworld.bench.__main__", "rookworld.data.annotate",
@@ -266,3 +391,58 @@ def test_the_checks_see_a_cycle_and_a_layering_violation():
     graph = {"rookworld.rollout": {"rookworld.train"}, "rookworld.train": set(), "rookworld.sft": {"rookworld.train"}}
     problems = layering_violations(graph, {"rookworld.train", "rookworld.sft"})
     assert len(problems) == 2
+
+
+def test_no_private_name_is_used_outside_its_module():
+    problems = private_name_uses(REPO, PYTHON_FOLDERS, bare=ON_SYS_PATH)
+    assert not problems, "\n".join(problems)
+
+
+PLANTED = {
+    "pkg/__init__.py": "",
+    "pkg/engine.py": (
+        "def _helper():\n"
+        "    return 1\n"
+        "\n"
+        "class Engine:\n"
+        "    def __init__(self):\n"
+        "        self._state = _helper()\n"
+        "\n"
+        "    def _step(self):\n"
+        "        return self._state, self.__class__\n"
+    ),
+    "pkg/driver.py": (
+        "from pkg.engine import Engine, _helper\n"
+        "from pkg import engine\n"
+        "from outside import Base\n"
+        "\n"
+        "class Child(Engine):\n"
+        "    def run(self):\n"
+        "        return self._step()\n"
+        "\n"
+        "class Adapter(Base):\n"
+        "    def run(self):\n"
+        "        return self._state\n"
+        "\n"
+        "def drive(machine):\n"
+        "    machine._state = engine._helper()\n"
+        "    return machine.__dict__, _helper\n"
+    ),
+    "tests/helpers.py": "def _fixture():\n    return 2\n",
+    "tests/test_engine.py": "from helpers import _fixture\n",
+}
+
+
+def test_the_private_name_check_sees_each_kind_of_use_from_another_module(tmp_path):
+    """Imported, read through a module, set on an object, called on a subclass of another module's class:
+    each reported once; the module's own uses, dunders and a subclass of an outside class are not."""
+    for name, source in PLANTED.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(source)
+    assert private_name_uses(tmp_path, ("pkg", "tests"), bare=("tests",)) == [
+        "pkg/driver.py:1: imports _helper from pkg.engine",
+        "pkg/driver.py:7: uses ._step of pkg.engine",
+        "pkg/driver.py:14: uses ._helper of pkg.engine",
+        "pkg/driver.py:14: uses ._state of pkg.engine",
+        "tests/test_engine.py:1: imports _fixture from tests.helpers",
+    ]

@@ -26,7 +26,7 @@ def trainer_and_batch(tmp_path, *overrides):
                                 generator=trainer.generator).generation
     advantages = torch.linspace(-1, 1, len(rows))
     with torch.no_grad():
-        batch = trainer._make_batch(gen, advantages)
+        batch = trainer.learner.make_batch(gen, advantages)
     batch.ref_logp = batch.ref_logp - 0.05  # a reference that differs, so the KL term has a gradient
     return trainer, batch
 
@@ -34,11 +34,11 @@ def trainer_and_batch(tmp_path, *overrides):
 def loss_and_gradient(trainer, batch, bucket: int | None):
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
     everything = torch.arange(batch.mask.shape[0])
-    inputs, static = trainer._pass_inputs(batch.rows(everything), normalizer, 0.1, batch.group_size(everything))
+    inputs, static = trainer.learner.pass_inputs(batch.rows(everything), normalizer, 0.1, batch.group_size(everything))
     if bucket:
         inputs = pad_rows(inputs, bucket)
     trainer.policy.zero_grad(set_to_none=True)
-    out = trainer._loss_and_backward(inputs, **static)
+    out = trainer.learner.loss_and_backward(inputs, **static)
     grad = torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])
     return out, grad
 

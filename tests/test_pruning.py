@@ -12,13 +12,14 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError
+from rookworld.config import ConfigError, compose
+from rookworld.hooks import build_step_hooks, run_link
 from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult
 from rookworld.sweep.pruning import OptunaPruningHook
 from rookworld.sweep.study import OUTCOME_ATTR
-from rookworld.sweep.study import add_trial_number, open_storage
-from rookworld.sweep.summary import SweepSummary, TrialResult, study_markdown, study_trial, summarise_study
+from rookworld.sweep.study import open_storage
+from rookworld.sweep.summary import RUNS, SweepSummary, TrialRow, study_row, summarise_study, summary_markdown
 from rookworld.train import run
 from train_helpers import tiny_config
 
@@ -35,11 +36,24 @@ def new_study(tmp_path: Path, direction: str, name: str = "unit") -> tuple[optun
 def start_trial(study: optuna.Study, url: str, pruner: dict, penalty: float = -1.0) -> OptunaPruningHook:
     """A RUNNING trial as the sweeper asks it, and its job's hook."""
     trial = study.ask()
-    add_trial_number(trial)
     cfg = OmegaConf.create({"trial": {"number": trial.number, "study": study.study_name, "storage": url,
                                       "metric": "eval/score", "every": 1, "window": 1, "pruner": pruner},
                             "objective": {"failure_penalty": penalty}})
     return OptunaPruningHook.from_config(cfg)
+
+
+def test_the_run_builds_what_its_config_names_and_nothing_else(tmp_path):
+    """trial=optuna lists the pruning hook (a config _target_): the run builds it bound to its trial; the
+    default trial=none lists none. Outside a multirun, no run is filed under a parent."""
+    study, url = new_study(tmp_path, "maximize")
+    trial = study.ask()
+    sweep = compose(["trial=optuna", f"trial.number={trial.number}", f"trial.study={study.study_name}",
+                     f"trial.storage={url}"])
+    [hook] = build_step_hooks(sweep)
+    assert isinstance(hook, OptunaPruningHook) and hook.trial.number == trial.number
+    assert build_step_hooks(compose([])) == []
+    assert run_link(compose([])) is None and run_link(compose(["tracking=none"])) is None
+    assert run_link(compose([], "sft")) is None  # the supervised warm start files its run the same way
 
 
 def evaluation(scores: list[float]) -> EvalResult:
@@ -70,7 +84,7 @@ def test_wilcoxon_prunes_a_clearly_worse_trial_on_the_same_positions(tmp_path, d
     pruned = study.trials[worse.trial.number]
     assert pruned.state == TrialState.PRUNED and len(pruned.intermediate_values) == len(base)
     assert set(pruned.intermediate_values) == set(range(10 * len(base), 11 * len(base)))  # paired step ids
-    assert study_trial(pruned, "-").last_step == 10  # the summary shows the training step, not the paired id
+    assert study_row(pruned, "-").last_step == 10  # the summary shows the training step, not the paired id
 
     # as good as the best, position by position up and down: kept
     even = start_trial(study, url, WILCOXON, penalty)
@@ -85,14 +99,14 @@ def test_the_failure_penalty_must_rank_below_every_score_in_the_study_direction(
 
 
 def test_summaries_never_name_a_pruned_or_failed_trial_best():
-    def trial(number: int, outcome: str, objective: float) -> TrialResult:
-        return TrialResult(f"run{number}", number, outcome, "", "FINISHED", objective, {}, 0)
+    def trial(number: int, outcome: str, objective: float) -> TrialRow:
+        return TrialRow(number, outcome, objective, {}, run_id=f"run{number}", status="FINISHED")
 
     failed = [trial(0, KL_FAILURE, -1.0), trial(1, "pruned", 0.56), trial(2, DIVERGED_KL_GROWTH, -1.0)]
-    assert SweepSummary("parent", "s", "maximize", tuple(failed), ()).best is None
-    assert SweepSummary("parent", "s", "minimize", tuple(failed), ()).best is None
+    assert SweepSummary(RUNS, "s", "maximize", tuple(failed), ()).best is None
+    assert SweepSummary(RUNS, "s", "minimize", tuple(failed), ()).best is None
     with_success = (*failed, trial(3, "success", 0.61))
-    assert SweepSummary("parent", "s", "minimize", with_success, ()).best.trial == 3
+    assert SweepSummary(RUNS, "s", "minimize", with_success, ()).best.trial == 3
 
 
 def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
@@ -103,7 +117,7 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
                      "guards.kl_growth.min_fraction=0.1"]}                   # 5.6): stopped by kl_growth
     stopped_at = []
     for number, overrides in diverging.items():
-        add_trial_number(study.ask())
+        study.ask()
         cfg = tiny_config(tmp_path / str(number), "task_mix=env_only", "steps=6", "optimizer.warmup_steps=0",
                           "eval.every=1", "trial=optuna", "trial/pruner=wilcoxon", f"trial.number={number}",
                           "trial.study=all_diverge", f"trial.storage={url}", *overrides)
@@ -120,7 +134,7 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
     summary = summarise_study(study)  # no MLflow runs: the outcomes come from the trials
     assert summary.best is None
     assert [t.outcome for t in summary.trials] == [KL_FAILURE, DIVERGED_KL_GROWTH]
-    text = study_markdown(summary)
+    text = summary_markdown(summary)
     assert "Best: none (no trial finished successfully)." in text and "| diverged:kl_growth |" in text
 
 

@@ -300,8 +300,8 @@ time.sleep(600)
 
 def test_a_worker_whose_clock_is_ten_minutes_behind_keeps_its_live_trial(tmp_path: Path) -> None:
     url = f"journal:{tmp_path / 's.journal'}"
-    study = optuna.create_study(study_name="s", storage=open_storage(url, str(tmp_path), default_timeouts()))
-    storage = study._storage
+    storage = open_storage(url, str(tmp_path), default_timeouts())
+    study = optuna.create_study(study_name="s", storage=storage)
     trial = study.ask()
     worker = subprocess.Popen([sys.executable, "-c", SKEWED_WORKER, url, str(tmp_path),
                                str(trial_id(storage, "s", trial.number))], env=subprocess_env(), stdout=subprocess.PIPE,
@@ -323,8 +323,9 @@ def test_a_worker_of_another_container_with_our_hostname_is_judged_by_its_heartb
     import socket as sockets
 
     url = f"journal:{tmp_path / 's.journal'}"
-    study = optuna.create_study(study_name="s", storage=open_storage(url, str(tmp_path), default_timeouts()))
-    storage, trial = study._storage, study.ask()
+    storage = open_storage(url, str(tmp_path), default_timeouts())
+    study = optuna.create_study(study_name="s", storage=storage)
+    trial = study.ask()
     clock = StorageClock(url, str(tmp_path))
     stamp = {"host": f"{sockets.gethostname()}/00000000/4026531836", "pid": 2 ** 22 + 7, "started": 1,
              "heartbeat": clock.now()}  # same hostname, another pid namespace: its pid means nothing here
@@ -336,16 +337,25 @@ def test_a_worker_of_another_container_with_our_hostname_is_judged_by_its_heartb
 def test_the_heartbeat_thread_reports_a_storage_failure_in_one_line(tmp_path: Path,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     url = f"journal:{tmp_path / 's.journal'}"
-    study = optuna.create_study(study_name="s", storage=open_storage(url, str(tmp_path), default_timeouts()))
-    storage, trial = study._storage, study.ask()
+    storage = open_storage(url, str(tmp_path), default_timeouts())
+    study = optuna.create_study(study_name="s", storage=storage)
+    trial = study.ask()
 
-    class BrokenClock:
+    class ClockThatBreaks:
+        """The storage's clock until `broken`, then a clock whose file server is gone."""
+
+        def __init__(self, clock: StorageClock) -> None:
+            self.clock, self.broken = clock, False
+
         def now(self) -> float:
-            raise OSError("the file server is gone")
+            if self.broken:
+                raise OSError("the file server is gone")
+            return self.clock.now()
 
-    heartbeat = Heartbeat(storage, 0.05, StorageClock(url, str(tmp_path)))
+    clock = ClockThatBreaks(StorageClock(url, str(tmp_path)))
+    heartbeat = Heartbeat(storage, 0.05, clock)  # type: ignore[arg-type]
     heartbeat.own(trial_id(storage, "s", trial.number))
-    heartbeat._clock = BrokenClock()  # type: ignore[assignment]
+    clock.broken = True
     with heartbeat:
         wait_for(lambda: "heartbeat not stamped: OSError: the file server is gone" in caplog.text, 10, "the warning")
 

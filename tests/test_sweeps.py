@@ -25,14 +25,13 @@ from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.host import host_id
 from rookworld.sweep.pruning import OptunaPruningHook, build_pruner
 from rookworld.sweep.storage_url import default_timeouts
+from rookworld.sweep.summary import RUNS, STUDY, SweepSummary, TrialRow, summary_dict, summary_markdown
 from rookworld.sweep.study import (
     FAIL_REASON_ATTR,
     OWNER_ATTR,
     RETRY_OF_ATTR,
     STALE_ATTR,
-    TRIAL_NUMBER_PARAM,
     Heartbeat,
-    add_trial_number,
     finished_count,
     open_storage,
     resolve_stale_trials,
@@ -109,9 +108,8 @@ def make_study(tmp_path: Path, name: str = "unit") -> tuple[optuna.Study, optuna
 
 
 def ask_numbered(study: optuna.Study, **params: float) -> optuna.trial.Trial:
-    """A trial as rookworld's sweeper asks it: its own number as a param, then the swept params."""
+    """A trial as a sweep worker asks it: the swept params (its job gets `trial.number=N` as an override)."""
     trial = study.ask()
-    add_trial_number(trial)
     for name, value in params.items():
         trial.suggest_float(name, value, value)
     return trial
@@ -311,40 +309,54 @@ def test_workers_are_pinned_to_gpus_round_robin(monkeypatch: pytest.MonkeyPatch)
 # ---------------------------------------------------------------- summaries
 
 
+def study_row(number: int, state: str, value: float | None, outcome: str) -> TrialRow:
+    return TrialRow(number, outcome, value, {"optimizer.lr": 1.23456789e-5}, state=state)
+
+
+def run_row(number: int, outcome: str, objective: float, **params: str) -> TrialRow:
+    return TrialRow(number, outcome, objective, params, run_id=f"run{number}", status="FINISHED")
+
+
 def test_the_best_trial_is_never_pruned_or_diverged() -> None:
-    from rookworld.sweep.summary import StudySummary, StudyTrial, SweepSummary, TrialResult, summary_markdown
+    rows = (study_row(0, "PRUNED", None, "pruned"), study_row(1, "COMPLETE", -1.0, "kl_failure"),
+            study_row(2, "COMPLETE", 0.3, "success"))
+    study = SweepSummary(STUDY, "s", "maximize", rows, ("optimizer.lr",))
+    assert study.best is not None and study.best.trial == 2
+    diverged = SweepSummary(STUDY, "s", "maximize", rows[:2], ("optimizer.lr",))
+    assert diverged.best is None and "Best: none" in summary_markdown(diverged)
 
-    def trial(number: int, state: str, value: float | None, outcome: str) -> StudyTrial:
-        return StudyTrial(number, state, value, None, outcome, {"optimizer.lr": 1.23456789e-5}, "")
-
-    study = StudySummary("s", "maximize", (trial(0, "PRUNED", None, "pruned"), trial(1, "COMPLETE", -1.0, "kl_failure"),
-                                            trial(2, "COMPLETE", 0.3, "success")))
-    assert study.best is not None and study.best.number == 2
-    diverged = StudySummary("s", "maximize", study.trials[:2])
-    assert diverged.best is None and "Best: none" in study_markdown_of(diverged)
-
-    def run(number: int, outcome: str, objective: float) -> TrialResult:
-        return TrialResult(f"run{number}", number, outcome, "", "FINISHED", objective,
-                           {"optimizer.lr": "1.23456789e-05", "seed": str(number)}, 0)
-
-    children = SweepSummary("p", "s", "maximize", (run(0, "pruned", 0.9), run(1, "success", 0.2)), ("optimizer.lr",))
+    children = SweepSummary(RUNS, "s", "maximize", (run_row(0, "pruned", 0.9, **{"optimizer.lr": "1.23456789e-05"}),
+                                                    run_row(1, "success", 0.2, **{"optimizer.lr": "1.23456789e-05"})),
+                            ("optimizer.lr",), parent_run_id="p")
     assert children.best is not None and children.best.trial == 1  # the pruned run's higher score does not count
     assert "optimizer.lr=1.235e-05" in summary_markdown(children)
-    assert SweepSummary("p", "s", "maximize", children.trials[:1], ()).best is None
+    assert SweepSummary(RUNS, "s", "maximize", children.trials[:1], ()).best is None
 
 
-def study_markdown_of(summary: Any) -> str:
-    from rookworld.sweep.summary import study_markdown
-
-    return study_markdown(summary)
+def test_both_sources_share_one_row_model_and_one_dict_shape() -> None:
+    """A study's trials and a multirun's child runs are the same rows: the same JSON keys, the same best rule;
+    each source fills in its own fields (state and last step, or run and status)."""
+    study = SweepSummary(STUDY, "s", "minimize", (study_row(0, "COMPLETE", 0.4, "-"), study_row(1, "PRUNED", None, "-")),
+                         ("optimizer.lr",))
+    children = SweepSummary(RUNS, "s", "minimize", (run_row(0, "success", 0.4), run_row(1, "pruned", 0.1)), (),
+                            parent_run_id="p")
+    study_dict, children_dict = summary_dict(study), summary_dict(children)
+    assert study_dict.keys() == children_dict.keys()
+    assert study_dict["trials"][0].keys() == children_dict["trials"][0].keys()
+    assert study_dict["best"]["trial"] == children_dict["best"]["trial"] == 0  # a pruned trial is never best
+    assert study_dict["state_counts"]["PRUNED"] == 1 and children_dict["state_counts"] == {}
+    assert children_dict["outcome_counts"]["pruned"] == 1 and study_dict["outcome_counts"]["pruned"] == 0
+    assert "| 1 | PRUNED | - | - | - | 1.235e-05 |  |" in summary_markdown(study)
+    assert "| 1 | pruned | 0.1 | run1 |  |" in summary_markdown(children)
 
 
 def test_log_swept_parameters_get_log_axes() -> None:
-    from rookworld.sweep.summary import SweepSummary, TrialResult, outcome_vs_params_figure
+    from rookworld.sweep.plots import outcome_vs_params_figure
 
-    runs = tuple(TrialResult(f"r{i}", i, "success", "", "FINISHED", 0.1 * i, {"optimizer.lr": str(lr), "kl.coef": str(c)}, 0)
+    runs = tuple(run_row(i, "success", 0.1 * i, **{"optimizer.lr": str(lr), "kl.coef": str(c)})
                  for i, (lr, c) in enumerate([(1e-6, 0.1), (1e-5, 0.2), (1e-4, 0.3)]))
-    summary = SweepSummary("p", "s", "maximize", runs, ("kl.coef", "optimizer.lr"), log_scale=("optimizer.lr",))
+    summary = SweepSummary(RUNS, "s", "maximize", runs, ("kl.coef", "optimizer.lr"), parent_run_id="p",
+                           log_scale=("optimizer.lr",))
     figure = outcome_vs_params_figure(summary)
     assert {axes.get_xlabel(): axes.get_xscale() for axes in figure.axes} == {"kl.coef": "linear", "optimizer.lr": "log"}
 
@@ -366,8 +378,7 @@ def test_plots_keep_the_running_best_label_whole_steps_distinct_curves_and_clean
     from matplotlib.ticker import NullFormatter
     from mlflow import MlflowClient
 
-    from rookworld.sweep.summary import (SweepSummary, TrialResult, optimisation_history_figure,
-                                         outcome_vs_params_figure, reward_curves_figure)
+    from rookworld.sweep.plots import optimisation_history_figure, outcome_vs_params_figure, reward_curves_figure
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.create_experiment("plots")
@@ -376,8 +387,9 @@ def test_plots_keep_the_running_best_label_whole_steps_distinct_curves_and_clean
         run = client.create_run(experiment).info.run_id
         for step in range(5):
             client.log_metric(run, "reward", 0.1 * step, step=step)  # the same curve for every trial
-        runs.append(TrialResult(run, i, "success", "", "FINISHED", 0.1 * i, {"optimizer.lr": str(lr)}, 0))
-    summary = SweepSummary("p", "s", "maximize", tuple(runs), ("optimizer.lr",), log_scale=("optimizer.lr",))
+        runs.append(TrialRow(i, "success", 0.1 * i, {"optimizer.lr": str(lr)}, run_id=run, status="FINISHED"))
+    summary = SweepSummary(RUNS, "s", "maximize", tuple(runs), ("optimizer.lr",), parent_run_id="p",
+                           log_scale=("optimizer.lr",))
 
     history = optimisation_history_figure(summary)
     assert [t.get_text() for t in history.axes[0].get_legend().get_texts()] == ["running best", "success"]

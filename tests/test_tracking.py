@@ -245,7 +245,7 @@ APP = """
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
-from rookworld.sweep.context import trial_link
+from rookworld.hooks import run_link
 from rookworld.tracking import make_tracker
 
 OUTCOMES = ["success", "kl_failure", "success", "raise"]
@@ -254,7 +254,7 @@ OUTCOMES = ["success", "kl_failure", "success", "raise"]
 @hydra.main(config_path="conf", config_name="app", execution_whitelist="rookworld.*")
 def main(cfg: DictConfig) -> float:
     kind = OUTCOMES[HydraConfig.get().job.num]
-    with make_tracker(cfg, trial_link(cfg)) as tracker:
+    with make_tracker(cfg, run_link(cfg)) as tracker:  # tracking.run_link: conf/tracking/mlflow.yaml
         tracker.log_params(cfg)
         for step in range(3):
             tracker.log_metrics({"reward": cfg.lr * step}, step=step)

@@ -57,10 +57,10 @@ def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
     rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, problems, trainer.max_new_tokens,
                                     generator=trainer.generator)
     gen = rollout.generation
-    batch = trainer._make_batch(gen, torch.ones(len(problems)))
+    batch = trainer.learner.make_batch(gen, torch.ones(len(problems)))
     everything = torch.arange(len(problems))
-    logp, _ = trainer._completion_logprobs(trainer.policy, batch.rows(everything), batch.group_size(everything),
-                                           with_entropy=True)
+    logp, _ = trainer.learner.model_logprobs(trainer.policy, batch.rows(everything), batch.group_size(everything),
+                                             with_entropy=True)
     mask = batch.mask.bool()
     ratio = torch.exp(logp - batch.old_logp)[mask]
     assert torch.equal(ratio, torch.ones_like(ratio))
@@ -270,8 +270,8 @@ def test_a_refused_resume_exits_2_with_one_line(tmp_path, checkpoint):
 def test_a_forced_resume_applies_the_new_optimizer_settings(tmp_path, checkpoint, capsys):
     trainer = make_trainer(tmp_path, *CHECKPOINTED, "optimizer.weight_decay=0.5", "resume_check.accept_changes=true",
                            f"resume_from={checkpoint}")
-    assert trainer.step == 1 and trainer.optimizer.state  # moments and step counts from the checkpoint ...
-    assert [group["weight_decay"] for group in trainer.optimizer.param_groups] == [0.5]  # ... settings from the config
+    assert trainer.step == 1 and trainer.learner.optimizer.state  # moments and step counts from the checkpoint ...
+    assert [group["weight_decay"] for group in trainer.learner.optimizer.param_groups] == [0.5]  # ... settings from the config
     assert "accepts changes against the checkpoint: optimizer.weight_decay (0.0 -> 0.5)" in capsys.readouterr().out
 
 

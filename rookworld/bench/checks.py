@@ -14,7 +14,7 @@
   differences; two replays must give the identical loss and gradients equal to rounding.
 - Shuffled micro-batches: the rows of a sampled batch in a shuffled order, in micro-batches of
   several sizes (and whole groups in reversed group order, the shared-prompt fast path), through the
-  trainer's log-prob pass (CUDA graphs when on) against the same pass over the whole batch: every
+  learner's log-prob pass (CUDA graphs when on) against the same pass over the whole batch: every
   completion must be scored against its own prompt. A row scored against another row's prompt moves
   its log-probs by nats; the same rows in another batch shape differ by bf16 rounding only.
 
@@ -75,13 +75,13 @@ def self_check(trainer) -> dict:
         graphs = run_decoder(StaticDecoder(policy), request, sampled, device)
         eager = run_decoder(StaticDecoder(policy, use_graphs=False), request, sampled, device)
         results["bf16_graph_vs_eager_sampled"] = compare(eager, graphs)
-        with trainer._autocast():
+        with trainer.learner.autocast():
             plain = generate(policy, generator=seeded(device), greedy=True, **request)
         results["bf16_vs_plain_autocast_greedy"] = compare(plain, run_decoder(StaticDecoder(policy), request,
                                                                               dict(greedy=True), device))
         if fused_available(device):
             results["fused_logprobs"] = compare_losses(trainer, graphs)
-        if trainer.policy_graphs is not None:
+        if trainer.learner.policy_graphs is not None:
             results["graphed_update"] = compare_graphed_update(trainer, graphs)
     sampled_batch = graphs if device.type == "cuda" else fast
     results["shuffled_micro_batches"] = compare_shuffled_micro_batches(trainer, sampled_batch)
@@ -146,7 +146,7 @@ def compare_losses(trainer, gen: Generation) -> dict:
 def loss_and_gradient(trainer, gen: Generation, mask: torch.Tensor, advantages: torch.Tensor, fused: bool):
     policy = trainer.policy
     policy.zero_grad(set_to_none=True)
-    with trainer._autocast():
+    with trainer.learner.autocast():
         logp = token_logprobs(policy, gen.input_ids, gen.attention_mask, gen.position_ids, gen.prompt_length,
                               fused=fused).float()
     old = logp.detach()
@@ -162,33 +162,34 @@ def loss_and_gradient(trainer, gen: Generation, mask: torch.Tensor, advantages: 
 def compare_graphed_update(trainer, gen: Generation) -> dict:
     """The update's forward + backward from CUDA graphs (first call eager + capture, then two replays)
     against the eager pass on the unpadded rows, with a KL term to a perturbed reference."""
+    learner = trainer.learner
     mask = gen.completion_mask.float()
     advantages = torch.randn(mask.shape[0], generator=seeded(trainer.device), device=trainer.device)
     with torch.no_grad():
-        batch = trainer._make_batch(gen, advantages)
+        batch = learner.make_batch(gen, advantages)
     batch.ref_logp = (batch.ref_logp if batch.ref_logp is not None else torch.zeros_like(mask)) - 0.1
     everything = torch.arange(mask.shape[0])
     rows, group_size = batch.rows(everything), batch.group_size(everything)
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, mask, mask.shape[1])
     beta = 0.04
-    captures_before = trainer.policy_graphs.captures
+    captures_before = learner.policy_graphs.captures
 
     def gradient() -> torch.Tensor:
         return torch.cat([p.grad.flatten().clone() for p in trainer.policy.parameters()])
 
     outputs = []
     for _ in range(3):
-        trainer._zero_grad()
-        outputs.append((trainer._policy_pass(rows, normalizer, beta, group_size), gradient()))
+        learner.zero_grad()
+        outputs.append((learner.policy_pass(rows, normalizer, beta, group_size), gradient()))
     ensure_grads(trainer.policy.parameters())
-    trainer._zero_grad()
-    inputs, static = trainer._pass_inputs(rows, normalizer, beta, group_size)
-    eager = trainer._loss_and_backward(inputs, **static)
+    learner.zero_grad()
+    inputs, static = learner.pass_inputs(rows, normalizer, beta, group_size)
+    eager = learner.loss_and_backward(inputs, **static)
     eager_grad = gradient()
-    trainer._zero_grad()
+    learner.zero_grad()
     (_, _), (replay, replay_grad), (again, again_grad) = outputs
     loss_eager, loss_replay = float(eager["loss"]), float(replay["loss"])
-    result = {"captured": trainer.policy_graphs.captures - captures_before, "group_size": group_size,
+    result = {"captured": learner.policy_graphs.captures - captures_before, "group_size": group_size,
               "replays_same_loss": bool(torch.equal(replay["loss"], again["loss"])),
               "replays_grad_cosine": cosine(replay_grad, again_grad),
               "loss_eager": loss_eager, "loss_replay": loss_replay,
@@ -204,11 +205,12 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
 
 def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:
     """Log-probs of row subsets (a shuffled order in micro-batches of 1, 2, 3 and half the rows; whole
-    groups in reversed order) against the whole batch's, both through the trainer's no-grad pass."""
+    groups in reversed order) against the whole batch's, both through the learner's no-grad pass."""
+    learner = trainer.learner
     with torch.no_grad():
-        batch = trainer._make_batch(gen)
+        batch = learner.make_batch(gen)
         everything = torch.arange(len(batch.groups))
-        whole = trainer._no_grad_logprobs("policy", batch.rows(everything), batch.group_size(everything))
+        whole = learner.logprobs("policy", batch.rows(everything), batch.group_size(everything))
         shuffled = torch.randperm(len(everything), generator=torch.Generator().manual_seed(SEED))
         size = trainer.cfg.grpo.group_size
         reversed_groups = everything.view(-1, size).flip(0).flatten()
@@ -218,11 +220,11 @@ def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:
         for index in subsets:
             group_size = batch.group_size(index)
             fast_path += group_size > 0
-            logp = trainer._no_grad_logprobs("policy", batch.rows(index), group_size)
+            logp = learner.logprobs("policy", batch.rows(index), group_size)
             mask = batch.mask[index.to(trainer.device)] > 0
             worst = max(worst, float((logp - whole[index.to(trainer.device)]).abs()[mask].max()))
-    if trainer.logprob_graphs is not None:
-        trainer.logprob_graphs.close()  # the subsets' shapes are not the run's: capture those anew
+    if learner.logprob_graphs is not None:
+        learner.logprob_graphs.close()  # the subsets' shapes are not the run's: capture those anew
     return {"subsets": len(subsets), "fast_path_subsets": fast_path, "max_logprob_diff": worst,
             "tolerance": SUBSET_LOGPROB_TOLERANCE, "ok": worst <= SUBSET_LOGPROB_TOLERANCE}
 

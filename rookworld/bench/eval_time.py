@@ -21,8 +21,8 @@ from rookworld.components import eval_problems, heldout_problems, load_policy
 from rookworld.config import compose, load_run
 from rookworld.evaluate import evaluate
 from rookworld.model.fast_sampling import make_decoder
+from rookworld.model.precision import autocast_for
 from rookworld.specs.rules import resolve_device
-from rookworld.trainer import autocast_for
 
 REPEATS = 3
 

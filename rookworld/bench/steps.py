@@ -113,7 +113,7 @@ def time_steps(trainer: Trainer, warmup: int, steps: int) -> dict:
 
 def pass_graph_captures(trainer: Trainer) -> int:
     """CUDA graphs of the training passes captured so far (0 when they are off)."""
-    graphs = (trainer.policy_graphs, trainer.logprob_graphs)
+    graphs = (trainer.learner.policy_graphs, trainer.learner.logprob_graphs)
     return sum(g.captures for g in graphs if g is not None)
 
 
@@ -257,9 +257,9 @@ def run(spec: BenchSpec) -> dict:
             release(trainer)
             return results
     results["fast" if b.decoder == "fast" else "plain"] = time_steps(trainer, b.warmup, b.steps)
-    if trainer.policy_graphs is not None:
-        results["pass_graph_captures"] = {"update": trainer.policy_graphs.captures,
-                                          "logprobs": trainer.logprob_graphs.captures}
+    if trainer.learner.policy_graphs is not None:
+        results["pass_graph_captures"] = {"update": trainer.learner.policy_graphs.captures,
+                                          "logprobs": trainer.learner.logprob_graphs.captures}
     if b.profile:
         results["profile"] = profile_step(trainer, b.warmup + b.steps)
         print(results["profile"]["train_step"] + "\n" + results["profile"]["generation"])

@@ -4,8 +4,9 @@ Over a seeded sample of annotated positions, each position is analysed by a deep
 (`--reference-nodes`, 5M by default) and at every node budget of a ladder, all with one thread, a
 cleared hash (a new game per analysis) and MultiPV as in the labels. A budget's label agrees with
 the reference when its rank-1 move is the reference's line 1, or another reference line whose eval
-is within `--tolerance` pawns of line 1. A rank-1 move outside the reference's lines counts as a
-disagreement (its deep eval is not known; it is below the reference's last line).
+is within `--tolerance` pawns of line 1. A rank-1 move outside the reference's lines is given its
+deep eval by a search of the reference's budget restricted to that move (Stockfish's `searchmoves`),
+and agrees when that eval is within the tolerance of line 1 (e.g. a different mate of the same length).
 
 Agreement is reported for two rank-1 choices: Stockfish's line 1 (`stockfish`, what the labels
 keep) and the highest eval over all lines (`by eval`, the earlier labels), where a node limit lets a
@@ -29,7 +30,7 @@ from pathlib import Path
 
 from rookworld.data.positions import BUNDLED
 from rookworld.data.records import read_jsonl
-from rookworld.engine import Line, analyse_many, engine_config
+from rookworld.engine import Engine, Line, analyse_many, engine_config
 
 LADDER = (100_000, 200_000, 400_000, 800_000, 1_600_000)
 REFERENCE_NODES = 5_000_000
@@ -59,9 +60,14 @@ def by_eval(lines: tuple[Line, ...]) -> str:
     return max(lines, key=lambda line: line.eval).move
 
 
-def agrees(move: str, reference: tuple[Line, ...], tolerance: float) -> bool:
-    best = reference[0].eval
-    return any(line.move == move and best - line.eval <= tolerance + 1e-9 for line in reference)
+def agrees(move: str, reference: tuple[Line, ...], tolerance: float, outside: dict[str, float]) -> bool:
+    """`move` is within `tolerance` pawns of the reference's line 1; `outside` holds the deep evals
+    of moves that are not among the reference's lines."""
+    evals = {line.move: line.eval for line in reference}
+    deep = evals.get(move, outside.get(move))
+    if deep is None:
+        raise KeyError(f"{move}: not in the reference's lines and not evaluated alone")
+    return reference[0].eval - deep <= tolerance + 1e-9
 
 
 class Cache:
@@ -83,6 +89,13 @@ class Cache:
 
     def seconds(self, nodes: int, fen: str) -> float:
         return self.data[f"{nodes}:seconds"][fen]
+
+    def move_evals(self, nodes: int, fen: str) -> dict[str, float]:
+        """Evals of single root moves searched alone at `nodes` ({move: pawns})."""
+        return self.data.get(f"{nodes}:move", {}).get(fen, {})
+
+    def put_move_eval(self, nodes: int, fen: str, move: str, value: float) -> None:
+        self.data.setdefault(f"{nodes}:move", {}).setdefault(fen, {})[move] = value
 
     def save(self) -> None:
         if self.path is None:
@@ -113,19 +126,45 @@ def analyse_cached(cache: Cache, fens: list[str], nodes: int, workers: int, hash
     return [cache.get(nodes, fen) for fen in fens]
 
 
+def evaluate_outside_moves(cache: Cache, fens: list[str], reference_nodes: int, ladder: tuple[int, ...],
+                           hash_mb: int, engine_kwargs: dict) -> None:
+    """Give every label's rank-1 move (Stockfish's and the highest-eval line's) that is not among the
+    reference's lines its deep eval: a search of the reference's budget restricted to it (cached)."""
+    missing = []
+    for fen in fens:
+        reference = {line.move for line in cache.get(reference_nodes, fen)}
+        for nodes in ladder:
+            lines = cache.get(nodes, fen)
+            for move in (lines[0].move, by_eval(lines)):
+                if move not in reference and move not in cache.move_evals(reference_nodes, fen) \
+                        and (fen, move) not in missing:
+                    missing.append((fen, move))
+    if not missing:
+        return
+    with Engine(**engine_kwargs, nodes=reference_nodes, depth=None, time_limit=None, hash_mb=hash_mb,
+                cache_size=0) as engine:
+        for done, (fen, move) in enumerate(missing, 1):
+            cache.put_move_eval(reference_nodes, fen, move, engine.evaluate_move(fen, move))
+            cache.save()
+            print(f"moves outside the reference's lines: {done}/{len(missing)} evaluated alone",
+                  file=sys.stderr, flush=True)
+
+
 def agreement_curve(cache: Cache, fens: list[str], reference_nodes: int, ladder: tuple[int, ...],
                     tolerance: float) -> list[Step]:
     reference = [cache.get(reference_nodes, fen) for fen in fens]
+    outside = [cache.move_evals(reference_nodes, fen) for fen in fens]
     steps = []
     for nodes in ladder:
         labels = [cache.get(nodes, fen) for fen in fens]
-        hits = sum(agrees(lines[0].move, ref, tolerance) for lines, ref in zip(labels, reference))
+        hits = sum(agrees(lines[0].move, ref, tolerance, deep)
+                   for lines, ref, deep in zip(labels, reference, outside))
         low, high = wilson(hits, len(fens))
         steps.append(Step(
             nodes=nodes, agrees=hits / len(fens), agrees_low=low, agrees_high=high,
             exact=sum(lines[0].move == ref[0].move for lines, ref in zip(labels, reference)) / len(fens),
-            agrees_by_eval=sum(agrees(by_eval(lines), ref, tolerance)
-                               for lines, ref in zip(labels, reference)) / len(fens),
+            agrees_by_eval=sum(agrees(by_eval(lines), ref, tolerance, deep)
+                               for lines, ref, deep in zip(labels, reference, outside)) / len(fens),
             seconds_per_position=sum(cache.seconds(nodes, fen) for fen in fens) / len(fens),
         ))
     return steps
@@ -202,6 +241,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     for nodes in args.ladder:
         analyse_cached(cache, fens, nodes, args.workers, args.hash_mb, engine_kwargs)
+    evaluate_outside_moves(cache, fens, args.reference_nodes, tuple(args.ladder), args.reference_hash_mb,
+                           engine_kwargs)
     steps = agreement_curve(cache, fens, args.reference_nodes, tuple(args.ladder), args.tolerance)
     print(markdown(steps))
     per_position = math.inf if args.budget_seconds is None else args.budget_seconds * args.workers / args.rows

@@ -14,16 +14,19 @@ from omegaconf import OmegaConf
 
 from rookworld.data import arbiter_stream, positions
 
-CACHED_LOADERS = (positions._policy_problems_cached, positions._arbiter_cases_cached,
-                  positions._positions_cached, arbiter_stream.collect_pools)
 DATA_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "data" / "bundled.yaml"
 STREAM_DRAWS = 1000
 
 
+def clear_caches() -> None:
+    """The in-process caches of the data files and of the A: stream's rare-case pools, emptied."""
+    positions.clear_file_caches()
+    arbiter_stream.collect_pools.cache_clear()
+
+
 def load_files_uncached() -> tuple[float, dict[str, int]]:
     """The bundled files, parsed into problems."""
-    for cached in CACHED_LOADERS:
-        cached.cache_clear()
+    clear_caches()
     start = time.perf_counter()
     counts = {"P: train": len(positions.load_policy_problems("train"))}
     for split in positions.HELD_OUT_SPLITS:
@@ -34,8 +37,7 @@ def load_files_uncached() -> tuple[float, dict[str, int]]:
 
 def start_arbiter_stream_uncached() -> tuple[float, float, int]:
     """Seconds to start the A: training stream (pools), seconds for STREAM_DRAWS draws, draws."""
-    for cached in CACHED_LOADERS:
-        cached.cache_clear()
+    clear_caches()
     start = time.perf_counter()
     stream = positions.load_arbiter_problems("train", OmegaConf.load(DATA_CONFIG))
     started = time.perf_counter()

@@ -157,6 +157,12 @@ def _check_kind(cfg: Mapping) -> None:
         raise ValueError(f"data.kind must be bundled | rookworld7m, got {cfg['kind']!r}")
 
 
+def clear_file_caches() -> None:
+    """Forget every parsed data file (the next load reads and parses it again: load-time measurements)."""
+    for cached in (_policy_problems_cached, _positions_cached, _arbiter_cases_cached):
+        cached.cache_clear()
+
+
 def _file_key(path: Path) -> tuple[str, int]:
     if not path.is_file():
         raise FileNotFoundError(f"data file not found: {str(path)!r}")

@@ -3,7 +3,7 @@ reads the same node for its settings; the library reads only `log_checkpoint`.""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from rookworld.specs.rules import ConfigError, is_number, require, require_bool
 
@@ -20,6 +20,7 @@ def _require_backend(backend: str, expected: str) -> None:
 @dataclass(frozen=True)
 class NoTracking:
     backend: str
+    run_link: None  # nothing is filed (rookworld/hooks.py reads it)
     log_checkpoint: ClassVar[bool] = False  # there is no store to upload a checkpoint to
 
     def __post_init__(self):
@@ -38,6 +39,7 @@ class MLflowTracking:
     param_value_max: int
     connect_timeout_s: float
     summary_top_k: int
+    run_link: dict[str, Any] | None  # where the run is filed: a factory by _target_ (rookworld/hooks.py)
 
     def __post_init__(self):
         _require_backend(self.backend, "mlflow")

@@ -15,7 +15,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rookworld.sweep.storage_url import storage_file
+import sqlalchemy
+from sqlalchemy.pool import NullPool
+
+from rookworld.sweep.storage_url import database_url, storage_file
 
 
 class StorageClock:
@@ -34,11 +37,6 @@ class StorageClock:
         return self._database_now()
 
     def _database_now(self) -> float:
-        import sqlalchemy
-        from sqlalchemy.pool import NullPool
-
-        from rookworld.sweep.storage_url import database_url
-
         engine = sqlalchemy.create_engine(database_url(self._url), poolclass=NullPool, connect_args=self._connect_args)
         try:
             with engine.connect() as connection:

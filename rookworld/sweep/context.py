@@ -8,6 +8,8 @@ import logging
 from dataclasses import dataclass
 from pathlib import Path
 
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.tracking import OVERRIDES_TAG, ROLE_TAG, STUDY_TAG, TRIAL_TAG, RunLink, overrides_tag
@@ -60,9 +62,6 @@ def study_name(cfg: DictConfig, sweeper_study: str | None, sweep_dir: str) -> st
 
 def sweep_context(cfg: DictConfig) -> SweepContext | None:
     """The sweep this process's Hydra job belongs to, or None outside a multirun."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
-
     if not HydraConfig.initialized():
         return None
     hc = HydraConfig.get()

@@ -18,6 +18,9 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+import optuna
+from optuna.distributions import CategoricalDistribution
+
 from rookworld.outcomes import SUCCESS
 from rookworld.sweep.study import OUTCOME_ATTR, open_study
 
@@ -31,8 +34,6 @@ def successful_trials(study) -> list:
 
 def importances(study, seed: int = 0) -> dict[str, float]:
     """fANOVA importance of each swept param over the successful trials, largest first."""
-    import optuna
-
     trials = successful_trials(study)
     if len(trials) < 2:
         raise ValueError(f"study {study.study_name}: {len(trials)} successful trials; importance needs at least 2")
@@ -45,8 +46,6 @@ def importances(study, seed: int = 0) -> dict[str, float]:
 
 def choice_means(study) -> dict[str, dict[str, tuple[int, float]]]:
     """For each categorical param: each choice's (successful trials, mean objective)."""
-    from optuna.distributions import CategoricalDistribution
-
     values: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     for trial in successful_trials(study):
         for name, value in trial.params.items():
@@ -57,6 +56,7 @@ def choice_means(study) -> dict[str, dict[str, tuple[int, float]]]:
 
 
 def plot(importance: dict[str, float], path: str, title: str) -> None:
+    # matplotlib only with --plot (its import takes about a second)
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

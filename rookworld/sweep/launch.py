@@ -17,23 +17,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import optuna
 from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
+from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
+from optuna.storages import BaseStorage
+from optuna.trial import TrialState
 
 from rookworld.config import ConfigError
 from rookworld.interrupts import Interrupted
-from rookworld.sweep.settings import SweepSettings
-from rookworld.sweep.space import SearchSpace
-from rookworld.sweep.storage_url import masked, redacted
+from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.context import ParentRef, write_parent_ref
-from rookworld.tracking import absolute_path, hydra_base_dir, one_line
+from rookworld.sweep.gpus import worker_gpus, worker_threads
+from rookworld.sweep.lock import StorageFault, storage_lock
+from rookworld.sweep.mlflow_parent import end_orphan_runs, finish_study_parent, study_parent_run, tracking_enabled
+from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
+from rookworld.sweep.settings import SweepSettings
+from rookworld.sweep.space import SearchSpace, make_sampler
+from rookworld.sweep.storage_url import masked, redacted
+from rookworld.sweep.study import STORAGE_ERRORS, is_stale_failure, open_storage, resolve_stale_trials
+from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_markdown
+from rookworld.sweep.worker import (PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, TOO_MANY_FAILURES_EXIT, TaskRef,
+                                    WorkerSpec)
+from rookworld.tracking import TrackingSettings, absolute_path, hydra_base_dir, one_line, open_store
 
 log = logging.getLogger(__name__)
 LAUNCHES_ATTR = "rookworld:launches"  # study user attr: how many sweep launches joined it
 SUMMARISED_ATTR = "rookworld:summarised"  # study user attr: the parent run its summary was logged on
 STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to close their trials' runs before SIGKILL
 WATCH_INTERVAL_S = 0.2  # how often the launch checks whether a worker ended
+WORKERS_FAILED_EXIT = 1  # the sweep's exit status when a worker failed (reported by it) or died and was not replaced
 
 
 class UserError(ValueError):
@@ -42,13 +56,13 @@ class UserError(ValueError):
 
 @dataclass
 class Launch:
-    spec: Any  # rookworld.sweep.worker.WorkerSpec (its storage URL masked)
+    spec: WorkerSpec  # its storage URL masked
     url: str  # the storage URL, password and all
     gpus: list[str | None]
     threads: int
     parent: ParentRef | None
     log_scale: tuple[str, ...]
-    mps: Any  # rookworld.sweep.mps.MpsDaemon, or None
+    mps: MpsDaemon | None
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     # ---------------------------------------------------------------- before any worker
@@ -56,11 +70,6 @@ class Launch:
     @classmethod
     def prepare(cls, config: DictConfig, context: HydraContext, task: TaskFunction, arguments: list[str],
                 raw: dict[str, Any]) -> Launch:
-        from rookworld.sweep.gpus import worker_gpus, worker_threads
-        from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
-        from rookworld.sweep.space import make_sampler
-        from rookworld.sweep.worker import TaskRef, WorkerSpec
-
         base_dir = hydra_base_dir()
         try:
             settings = SweepSettings.parse(raw)
@@ -120,10 +129,8 @@ class Launch:
             if mps is not None:
                 mps.stop()
 
-    def start_worker(self, slot: int, spec_path: Path, mps: Any) -> subprocess.Popen[bytes]:
+    def start_worker(self, slot: int, spec_path: Path, mps: MpsDaemon | None) -> subprocess.Popen[bytes]:
         """Worker number len(self.workers) (its seed and timeline), on GPU slot `slot`."""
-        from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV
-
         env = {**os.environ, PARENT_PID_ENV: str(os.getpid()), STORAGE_ENV: self.url, **(mps.env() if mps else {})}
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         if self.gpus[slot] is not None:
@@ -133,28 +140,22 @@ class Launch:
         self.workers.append(worker)
         return worker
 
-    def trials_left(self, study: Any = None) -> int:
+    def trials_left(self, study: optuna.Study | None = None) -> int:
         """Trials the study still needs started (`study`: one already loaded)."""
-        from optuna.trial import TrialState
-
-        from rookworld.sweep.study import is_stale_failure
-
         trials = (study or self.load_study()).get_trials(deepcopy=False)
         counted = sum(t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
         return max(0, self.spec.settings.n_trials - counted)
 
-    def wait(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: Any) -> int:
+    def wait(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: MpsDaemon | None) -> int:
         try:
             return self.watch(slots, spec_path, mps)
         except Interrupted as stop:
             self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
             raise
 
-    def watch(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: Any) -> int:
+    def watch(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: MpsDaemon | None) -> int:
         """Wait for every worker, noticing each end at once: a worker that died has its trial failed and
         re-queued (stale_retries) and is replaced while trials are left (max_worker_restarts)."""
-        from rookworld.sweep.worker import STORAGE_FAULT_EXIT, TOO_MANY_FAILURES_EXIT
-
         restarts, unreplaced, failed = 0, [], False
         while slots:
             ended = {slot: worker for slot, worker in slots.items() if worker.poll() is not None}
@@ -183,14 +184,10 @@ class Launch:
         for message in unreplaced:
             print(f"rookworld: error: {message}: run the same command again to finish the study", file=sys.stderr,
                   flush=True)
-        return 1 if failed or unreplaced else 0
+        return WORKERS_FAILED_EXIT if failed or unreplaced else 0
 
     def fail_trials_of_dead_workers(self) -> str:
         """Under the lock: fail (and re-queue) the trials whose worker is gone; what happened, for the message."""
-        from rookworld.sweep.clock import StorageClock
-        from rookworld.sweep.lock import storage_lock
-        from rookworld.sweep.study import resolve_stale_trials
-
         s = self.spec.settings
         study = self.load_study()
         clock = StorageClock(self.url, self.spec.base_dir, s.timeouts.connect_args())
@@ -217,24 +214,15 @@ class Launch:
     # ---------------------------------------------------------------- after them
 
     @functools.cached_property
-    def storage(self) -> Any:
-        from rookworld.sweep.study import open_storage
-
+    def storage(self) -> BaseStorage:
         return open_storage(self.url, self.spec.base_dir, self.spec.settings.timeouts)
 
-    def load_study(self) -> Any:
-        import optuna
-
+    def load_study(self) -> optuna.Study:
         return optuna.load_study(study_name=self.spec.settings.study_name, storage=self.storage)
 
     def finish(self) -> None:
         """Print the study's summary; if no trial runs any more, log it on the parent run and end that (once: the
         launch that claims it under the lock summarises, outside the lock)."""
-        from optuna.trial import TrialState
-
-        from rookworld.sweep.lock import storage_lock
-        from rookworld.sweep.summary import study_markdown, summarise_study
-
         settings = self.spec.settings
         study = self.load_study()
         study.get_trials(deepcopy=False)  # the bulk of the reading, outside the lock
@@ -246,25 +234,21 @@ class Launch:
             if claimed:
                 study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
         if running or left:
-            print(study_markdown(summarise_study(study)), flush=True)
+            print(summary_markdown(summarise_study(study)), flush=True)
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
         if not claimed:  # no tracking, or another launch summarised it
-            print(study_markdown(summarise_study(study)), flush=True)
+            print(summary_markdown(summarise_study(study)), flush=True)
             return
         self.summarise_onto_parent(study)
 
-    def summarise_onto_parent(self, study: Any) -> None:
-        from rookworld.sweep.mlflow_parent import finish_study_parent
-        from rookworld.sweep.summary import fetch_study_runs, study_markdown, summarise_study
-        from rookworld.tracking import TrackingSettings, open_store
-
+    def summarise_onto_parent(self, study: optuna.Study) -> None:
         assert self.parent is not None
         client = open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
         top_k = int(self.spec.config.tracking.summary_top_k)
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
-        print(study_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
+        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
                                                                     study.study_name))), flush=True)
         log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
@@ -295,8 +279,6 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
             swept = " ".join(f"{k}={v}" for k, v in params.items())
             raise ConfigError(f"{' '.join(space.fixed)} {swept}: {one_line(error)}".strip()) from error
     if validate:
-        from hydra.utils import get_method
-
         check = get_method(validate)
         for probe in probes:
             try:
@@ -349,10 +331,7 @@ def make_launch_dir(wanted: Path) -> Path:
 # ---------------------------------------------------------------- the study
 
 
-def open_study_storage(settings: SweepSettings, base_dir: str) -> Any:
-    from rookworld.sweep.lock import StorageFault
-    from rookworld.sweep.study import STORAGE_ERRORS, open_storage
-
+def open_study_storage(settings: SweepSettings, base_dir: str) -> BaseStorage:
     try:
         return open_storage(settings.storage, base_dir, settings.timeouts)
     except (*STORAGE_ERRORS, StorageFault) as error:
@@ -363,10 +342,6 @@ def open_study_storage(settings: SweepSettings, base_dir: str) -> Any:
 def open_tracking(config: DictConfig, settings: SweepSettings, base_dir: str) -> tuple[Any, Any] | None:
     """(client, settings) of the MLflow store, opened; None when tracking is off. A fresh store is created (its
     migrations run) under a lock of its own, not the study's: launches started at once do not race on it."""
-    from rookworld.sweep.lock import storage_lock
-    from rookworld.sweep.mlflow_parent import tracking_enabled
-    from rookworld.tracking import TrackingSettings, open_store
-
     if not tracking_enabled(config):
         return None
     try:
@@ -378,10 +353,8 @@ def open_tracking(config: DictConfig, settings: SweepSettings, base_dir: str) ->
                         f"parent run ({one_line(error)})") from error
 
 
-def check_direction(settings: SweepSettings, storage: Any) -> None:
+def check_direction(settings: SweepSettings, storage: BaseStorage) -> None:
     """An existing study must have the sweep's direction (checked again under the lock, for a study created meanwhile)."""
-    import optuna
-
     try:
         study = optuna.load_study(study_name=settings.study_name, storage=storage)
     except KeyError:
@@ -391,17 +364,9 @@ def check_direction(settings: SweepSettings, storage: Any) -> None:
                         f"with direction {study.direction.name.lower()} (another study_name starts a new one)")
 
 
-def join_study(config: DictConfig, settings: SweepSettings, storage: Any, base_dir: str,
+def join_study(config: DictConfig, settings: SweepSettings, storage: BaseStorage, base_dir: str,
                tracking: tuple[Any, Any] | None) -> tuple[int, ParentRef | None]:
     """Under the study's lock: create or load it, number this launch, fail stale trials, get the parent run."""
-    import optuna
-    from optuna.trial import TrialState
-
-    from rookworld.sweep.clock import StorageClock
-    from rookworld.sweep.lock import storage_lock
-    from rookworld.sweep.mlflow_parent import end_orphan_runs, study_parent_run
-    from rookworld.sweep.study import is_stale_failure, resolve_stale_trials
-
     clock = StorageClock(settings.storage, base_dir, settings.timeouts.connect_args())
     with storage_lock(settings.storage, base_dir, f"study:{settings.study_name}", settings.timeouts):
         study = optuna.create_study(study_name=settings.study_name, storage=storage, direction=settings.direction,

@@ -21,6 +21,10 @@ import fcntl
 import hashlib
 from typing import Iterator
 
+import sqlalchemy
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import NullPool
+
 from rookworld.sweep.periodic import Periodic
 from rookworld.sweep.storage_url import DbTimeouts, database_url, is_database, masked, redacted, storage_file
 from rookworld.tracking import one_line
@@ -54,10 +58,6 @@ def storage_lock(url: str, base_dir: str, name: str, timeouts: DbTimeouts) -> It
 
 @contextlib.contextmanager
 def _database_lock(url: str, name: str, timeouts: DbTimeouts) -> Iterator[None]:
-    import sqlalchemy
-    from sqlalchemy.exc import DBAPIError
-    from sqlalchemy.pool import NullPool
-
     engine = sqlalchemy.create_engine(database_url(url), poolclass=NullPool, connect_args=timeouts.lock_connect_args())
     try:
         with engine.connect() as connection:
@@ -81,8 +81,6 @@ def _database_lock(url: str, name: str, timeouts: DbTimeouts) -> Iterator[None]:
 
 def _touch(connection: object) -> bool:
     """One beat of the lock's lease: False once the session is gone (the holder's commit reports it)."""
-    import sqlalchemy
-
     try:
         connection.execute(sqlalchemy.text("SELECT 1"))  # type: ignore[attr-defined]
     except Exception:  # noqa: BLE001 - the session is gone: the holder's commit reports it

@@ -28,19 +28,24 @@ in full first.
 
 from __future__ import annotations
 
+import json
 import logging
+import tempfile
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.tracking import (
+    MAX_PARAMS_TAGS_PER_BATCH,
+    MAX_TAG_LENGTH,
     OUTCOME_TAG,
     OVERRIDES_TAG,
     ROLE_TAG,
     STOP_REASON_TAG,
     STUDY_TAG,
-    TRIAL_TAG,
     TrackingSettings,
     absolute_path,
     get_or_create_experiment,
@@ -49,6 +54,8 @@ from rookworld.tracking import (
     overrides_tag,
 )
 from rookworld.sweep.context import ParentRef, study_name, write_parent_ref
+from rookworld.sweep.summary import (RUNS, STUDY, SweepSummary, fetch_study_runs, format_value, run_trial_number,
+                                     summarise_children, summarise_study, summary_dict, summary_markdown)
 
 if TYPE_CHECKING:
     import optuna
@@ -58,6 +65,8 @@ log = logging.getLogger(__name__)
 SWEEP_DIR_TAG = "rookworld.sweep_dir"
 
 
+SUMMARY_ARTIFACT_DIR = "sweep_summary"
+STUDY_ARTIFACT = "optuna_study"
 PARENT_ATTR = "rookworld:mlflow_parent"  # the study's user attr holding its parent run (ParentRef fields)
 ROOKWORLD_SWEEPER = "rookworld.sweep.sweeper.RookworldOptunaSweeper"
 
@@ -96,7 +105,7 @@ def study_parent_run(client: MlflowClient, settings: TrackingSettings, config: D
 
 def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: optuna.Study) -> Any:
     """The study's parent run in this store, found by the id the study holds or by its tags; None if it has none."""
-    from mlflow.exceptions import MlflowException
+    from mlflow.exceptions import MlflowException  # mlflow stays lazy: a sweep with tracking=none never imports it
 
     stored = study.user_attrs.get(PARENT_ATTR)
     if stored:
@@ -118,16 +127,14 @@ def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: o
 def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Study) -> int:
     """End the study's trial runs still running whose Optuna trial is no longer RUNNING (a killed worker): by
     outcome tag, or by MLflow status (a worker killed after tagging its outcome, before ending the run)."""
-    from rookworld.sweep.summary import fetch_study_runs
-
     states = {t.number: t.state for t in study.get_trials(deepcopy=False)}
     ended = 0
     for run in fetch_study_runs(client, experiment_id, study.study_name):
-        number = run.data.tags.get(TRIAL_TAG, "")
+        number = run_trial_number(run)
         running = run.data.tags.get(OUTCOME_TAG) == "running" or run.info.status == "RUNNING"
-        if not running or not number.isdigit():
+        if not running or number is None:
             continue
-        state = states.get(int(number))
+        state = states.get(number)
         if state is None or state.name == "RUNNING":
             continue
         client.set_tag(run.info.run_id, OUTCOME_TAG, "failed")
@@ -141,8 +148,6 @@ def end_orphan_runs(client: MlflowClient, experiment_id: str, study: optuna.Stud
 def finish_study_parent(client: MlflowClient, parent: ParentRef, study: optuna.Study, top_k: int,
                         log_scale: tuple[str, ...]) -> str:
     """Summarise the study (Optuna states) and its children (MLflow) onto the parent and end it."""
-    from rookworld.sweep.summary import fetch_study_runs, log_study_summary, summarise_study
-
     end_orphan_runs(client, parent.experiment_id, study)
     summary = summarise_study(study, fetch_study_runs(client, parent.experiment_id, study.study_name))
     log_study_summary(client, parent.run_id, summary)
@@ -179,16 +184,77 @@ def finish_parent_run(
     client: MlflowClient, parent_run_id: str, direction: Any, top_k: int, log_scale: tuple[str, ...] = ()
 ) -> str:
     """Summarise the children onto the parent, end it, and return the markdown summary."""
-    from rookworld.sweep.summary import log_summary, summarise_children, summary_markdown
-
     try:
         summary = summarise_children(client, parent_run_id, direction, log_scale)
-        log_summary(client, summary, top_k)
+        log_children_summary(client, summary, top_k)
     except Exception:
         client.set_terminated(parent_run_id, status="FAILED")
         raise
     client.set_terminated(parent_run_id, status="FINISHED")
     return summary_markdown(summary)
+
+
+# ---------------------------------------------------------------- summaries on the parent run
+
+
+def _log_values_and_tags(
+    client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str], step: int
+) -> None:
+    """`values` as metrics at `step` (one batch) and `tags` (cut to MLflow's tag length) on a run."""
+    from mlflow.entities import Metric, RunTag  # mlflow stays lazy: a sweep with tracking=none never imports it
+
+    timestamp = time.time_ns() // 1_000_000
+    client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
+    items = [RunTag(k, v[:MAX_TAG_LENGTH]) for k, v in tags.items()]
+    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
+        client.log_batch(run_id, tags=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
+
+
+def _log_files(client: MlflowClient, run_id: str, summary: SweepSummary, name: str, top_k: int | None) -> None:
+    """`<name>.md` and `<name>.json` (and, with `top_k`, the plots) under `sweep_summary/` on the run."""
+    with tempfile.TemporaryDirectory(prefix="rookworld-sweep-") as tmp:
+        directory = Path(tmp)
+        (directory / f"{name}.md").write_text(summary_markdown(summary))
+        (directory / f"{name}.json").write_text(json.dumps(summary_dict(summary), indent=2, default=str))
+        if top_k is not None:
+            # matplotlib only here: every trial process of an MLflow-tracked multirun imports this module
+            # (the Hydra callback below), and the import costs about half a second
+            from rookworld.sweep.plots import write_plots
+
+            write_plots(client, summary, directory, top_k)
+        client.log_artifacts(run_id, tmp, SUMMARY_ARTIFACT_DIR)
+
+
+def log_children_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> None:
+    """Counts (metrics), best trial (metric + tags) and files (artifacts: summary.md, .json, the plots) on
+    the parent run. Only metrics and tags are used, so summarising a study again updates it in place."""
+    run_id = summary.parent_run_id
+    assert summary.source == RUNS and run_id is not None
+    _log_files(client, run_id, summary, "summary", top_k)
+    values = {"sweep.n_trials": len(summary.trials)}
+    values.update({f"sweep.n_{o}": n for o, n in summary.outcome_counts.items()})
+    tags = {"sweep.direction": summary.direction}
+    best = summary.best
+    if best is not None:
+        values["sweep.best_objective"] = best.objective
+        tags.update({"sweep.best_run_id": str(best.run_id), "sweep.best_trial": str(best.trial)})
+        tags.update({f"sweep.best.{k}": format_value(best.params.get(k, "")) for k in summary.params})
+    _log_values_and_tags(client, run_id, values, tags, step=len(summary.trials))
+
+
+def log_study_summary(client: MlflowClient, parent_run_id: str, summary: SweepSummary) -> None:
+    """Optuna state counts and best trial (metrics `sweep.optuna.*`, tags) and the table
+    (`sweep_summary/optuna_study.md`, `.json`) on the sweep's parent run."""
+    assert summary.source == STUDY
+    _log_files(client, parent_run_id, summary, STUDY_ARTIFACT, top_k=None)
+    values = {f"sweep.optuna.n_{s.lower()}": n for s, n in summary.state_counts.items()}
+    tags = {}
+    best = summary.best
+    if best is not None:
+        values["sweep.optuna.best_value"] = best.objective
+        tags["sweep.optuna.best_trial"] = str(best.trial)
+        tags.update({f"sweep.optuna.best.{k}": format_value(v) for k, v in best.params.items()})
+    _log_values_and_tags(client, parent_run_id, values, tags, step=len(summary.trials))
 
 
 class MLflowSweepCallback(Callback):

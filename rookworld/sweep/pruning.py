@@ -1,8 +1,9 @@
 """The job side of the Optuna bridge: report a metric to the job's own trial; the pruner may stop it.
 
 hydra-optuna-sweeper has no pruner support. rookworld's sweeper (rookworld/sweep/sweeper.py) gives
-each trial its number as the override `trial.number=N`; `rookworld.train` then adds this hook to
-the trainer (`OptunaPruningHook.from_config(cfg)` when `cfg.trial.number` is set). The hook binds to
+each trial its number as the override `trial.number=N`; conf/trial/optuna.yaml lists this hook in
+`trial.hooks` (`_target_: ...OptunaPruningHook.from_config`), and the run builds it with its config
+(rookworld/hooks.py) and hands it to the trainer. The hook binds to
 trial N of the sweep's study (`hydra.sweeper.study_name` / `storage`, or `trial.study` /
 `trial.storage`) with the pruner of `trial.pruner`, and after each training step:
 

@@ -9,6 +9,7 @@ import sys
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import configure_log, setup_globals
+from omegaconf.basecontainer import BaseContainer
 
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -33,8 +34,6 @@ def run(argv: list[str]) -> int:
     with open(spec_path, "rb") as handle:
         spec: WorkerSpec = pickle.load(handle)
     setup_globals()
-    from omegaconf.basecontainer import BaseContainer
-
     Singleton.set_state({**spec.singletons, "omegaconf_resolvers": BaseContainer._resolvers})  # this process's own
     configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
                   execution_whitelist=spec.hydra_context.execution_whitelist)

@@ -11,6 +11,7 @@ import functools
 from dataclasses import dataclass
 from typing import Any
 
+from hydra.utils import instantiate
 from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -90,8 +91,6 @@ def _override_value(value: Any) -> str:
 
 def make_sampler(config: dict[str, Any], seed_offset: int, space: SearchSpace) -> Any:
     """The sampler of `hydra.sweeper.sampler`, its seed (if any) shifted by `seed_offset`."""
-    from hydra.utils import instantiate
-
     config = dict(config)
     if config.get("seed") is not None:
         config["seed"] = int(config["seed"]) + seed_offset

@@ -9,9 +9,8 @@ Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the
   directory (Hydra's runtime.cwd), in the sweep process and in every worker alike. A database's
   tables are created under the storage lock (rookworld/sweep/lock.py), so sweeps started at the
   same moment on a fresh database do not race.
-- Trial number: the sweeper adds each trial's own number as the param `trial.number` (an int
-  distribution with low == high, which samplers ignore), so the job receives it as the override
-  `trial.number=N` and can bind to its trial.
+- Trial number: the worker that asked a trial runs its job with the override `trial.number=N`
+  (rookworld/sweep/worker.py); the job's pruning hook binds to trial N of the study by it (`trial_id`).
 - Stale trials: each worker stamps the trial it runs with its host id, pid and start time
   (rookworld/sweep/host.py) and a heartbeat by the storage's clock (rookworld/sweep/clock.py;
   system attr `rookworld:sweeper`), again every heartbeat interval. A RUNNING trial is stale when
@@ -28,7 +27,7 @@ import os
 import threading
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Sequence
+from typing import Any
 
 import optuna
 from optuna.exceptions import UpdateFinishedTrialError
@@ -47,7 +46,6 @@ from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeout
 
 log = logging.getLogger(__name__)
 
-TRIAL_NUMBER_PARAM = "trial.number"
 OWNER_ATTR = "rookworld:sweeper"
 STALE_ATTR = "rookworld:stale"
 RETRY_OF_ATTR = "rookworld:retry_of"
@@ -88,28 +86,6 @@ def open_storage(url: str, base_dir: str, timeouts: DbTimeouts) -> BaseStorage:
 
 def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
     return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study_name), number)
-
-
-# ---------------------------------------------------------------- the trial number
-
-
-def add_trial_number(trial: optuna.trial.Trial) -> None:
-    """A custom-search-space step: the trial's own number becomes the override `trial.number=N`."""
-    trial.suggest_int(TRIAL_NUMBER_PARAM, trial.number, trial.number)
-
-
-def trial_number_of(overrides: Sequence[str]) -> int:
-    """The trial number in a job's overrides (the sweeper always puts `trial.number=N` there)."""
-    prefix = f"{TRIAL_NUMBER_PARAM}="
-    for override in overrides:
-        if override.startswith(prefix):
-            return int(override[len(prefix) :])
-    raise ValueError(f"no {prefix}N among the job's overrides {list(overrides)}")
-
-
-def swept_params(trial: FrozenTrial) -> dict[str, Any]:
-    """The trial's params without its own number."""
-    return {k: v for k, v in trial.params.items() if k != TRIAL_NUMBER_PARAM}
 
 
 # ---------------------------------------------------------------- heartbeat
@@ -251,7 +227,7 @@ def _requeue(study: optuna.Study, trial: FrozenTrial, retries: int) -> bool:
     done = int(trial.user_attrs.get(RETRIES_ATTR, 0))
     if done >= retries:
         return False
-    study.enqueue_trial(swept_params(trial), user_attrs={RETRY_OF_ATTR: trial.number, RETRIES_ATTR: done + 1})
+    study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number, RETRIES_ATTR: done + 1})
     return True
 
 

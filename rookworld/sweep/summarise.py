@@ -22,7 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.sweep.storage_url import storage_file
 from rookworld.sweep.study import default_storage, open_study
-from rookworld.sweep.summary import fetch_study_runs, study_dict, study_markdown, summarise_study
+from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_dict, summary_markdown
 from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment
 
 def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespace:
@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rookworld: error: {error} (or --no-mlflow)", file=sys.stderr)
         return 2
     summary = summarise_study(study, runs)
-    print(json.dumps(study_dict(summary), indent=2, default=str) if args.json else study_markdown(summary))
+    print(json.dumps(summary_dict(summary), indent=2, default=str) if args.json else summary_markdown(summary))
     return 0
 
 

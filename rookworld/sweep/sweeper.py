@@ -58,6 +58,8 @@ class RookworldOptunaSweeper(Sweeper):
         self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
 
     def sweep(self, arguments: list[str]) -> None:
+        # Imported here, not at the top: Hydra imports this plugin module at the start of every command
+        # (`python -m rookworld.train`, sweep or not), and the launch pulls Optuna, SQLAlchemy and the sweep package.
         from sqlalchemy.exc import SQLAlchemyError
 
         from rookworld.interrupts import Interrupted, raise_on_signals

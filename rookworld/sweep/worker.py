@@ -26,6 +26,9 @@ Its timeline (ready, each trial's start and end) goes to `<launch dir>/.sweep/wo
 from __future__ import annotations
 
 import ctypes
+import importlib
+import importlib.util
+import inspect
 import json
 import logging
 import os
@@ -37,12 +40,19 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import optuna
 from hydra.core.utils import JobReturn, JobStatus, configure_log, run_job
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
+from optuna.trial import TrialState
 
+from rookworld.sweep.clock import StorageClock
+from rookworld.sweep.lock import storage_lock
 from rookworld.sweep.settings import SweepSettings
-from rookworld.sweep.space import SearchSpace
+from rookworld.sweep.space import SearchSpace, make_sampler
+from rookworld.sweep.study import (FAIL_REASON_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
+                                   resolve_stale_trials, trial_id)
+from rookworld.tracking import one_line
 
 log = logging.getLogger(__name__)
 
@@ -90,10 +100,6 @@ class TaskRef:
         return cls(spec.name if spec is not None else None, getattr(module, "__file__", None), task.__qualname__)
 
     def load(self) -> TaskFunction:
-        import importlib
-        import importlib.util
-        import inspect
-
         if self.module is not None:
             module = importlib.import_module(self.module)
         else:
@@ -127,12 +133,6 @@ def timeline_path(launch_dir: str | Path, index: int) -> Path:
 
 class Worker:
     def __init__(self, spec: WorkerSpec, index: int, url: str) -> None:
-        import optuna
-
-        from rookworld.sweep.clock import StorageClock
-        from rookworld.sweep.space import make_sampler
-        from rookworld.sweep.study import Heartbeat, open_storage
-
         self.spec, self.index, self.url = spec, index, url
         self.task_function = spec.task.load()
         settings = spec.settings
@@ -168,11 +168,6 @@ class Worker:
 
     def ask(self) -> Any:
         """The next trial of the study, or None when it has its n_trials (see the module docstring)."""
-        from optuna.trial import TrialState
-
-        from rookworld.sweep.lock import storage_lock
-        from rookworld.sweep.study import is_stale_failure, resolve_stale_trials, trial_id
-
         s = self.spec.settings
         self.study.get_trials(deepcopy=False)  # reads the study's news outside the lock: under it, only what is newer
         with storage_lock(self.url, self.spec.base_dir, f"study:{s.study_name}", s.timeouts):
@@ -212,10 +207,6 @@ class Worker:
     # ---------------------------------------------------------------- tell
 
     def tell(self, trial: Any, job: JobReturn) -> str:
-        from optuna.trial import TrialState
-
-        from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, trial_id
-
         bound = trial_id(self.storage, self.spec.settings.study_name, trial.number)
         if self.storage.get_trial(bound).state.is_finished():  # its job pruned it
             return self.storage.get_trial(bound).state.name
@@ -246,8 +237,6 @@ class Worker:
 
 
 def _job_error(job: JobReturn) -> str:
-    from rookworld.tracking import one_line
-
     try:
         _ = job.return_value  # a FAILED job's return_value raises its exception
     except Exception as error:  # noqa: BLE001 - recorded, not handled

@@ -19,7 +19,7 @@ exception propagates), or "stopped by SIGTERM" / "stopped by SIGINT" for a signa
 success -> FINISHED; kl_failure, nan_failure, diverged:*, failed -> FAILED; pruned -> KILLED; an interrupt
 (a signal, KeyboardInterrupt, SystemExit) -> KILLED.
 
-A caller that places the run (a sweep trial, rookworld.sweep.context.trial_link) passes a RunLink:
+A caller that places the run (a multirun job: the config's tracking.run_link, rookworld/hooks.py) passes a RunLink:
 the parent run it is a child of (tag `mlflow.parentRunId`), a default run name and extra tags.
 """
 from __future__ import annotations
@@ -313,8 +313,8 @@ class MlflowTracker(Tracker):
 
 
 def make_tracker(cfg: DictConfig, link: RunLink | None = None) -> Tracker:
-    """The tracker `cfg.tracking` asks for, placed by `link` (a sweep trial passes
-    rookworld.sweep.context.trial_link(cfg)); relative sqlite paths resolve against Hydra's cwd."""
+    """The tracker `cfg.tracking` asks for, placed by `link` (the runs pass rookworld.hooks.run_link(cfg));
+    relative sqlite paths resolve against Hydra's cwd."""
     settings = TrackingSettings.from_config(cfg.tracking, hydra_base_dir())
     if settings.backend == "none":
         return NullTracker()

@@ -55,7 +55,7 @@ def main() -> None:
 
     rows = trainer.sample_rows()
     rollout = trainer.generate(rows)
-    batch = trainer._make_batch(rollout.generation)
+    batch = trainer.learner.make_batch(rollout.generation)
     batch.advantages = torch.randn(len(rows), device=device)
     a_rows = [i for i, problem in enumerate(rows) if problem.task == "A"]
     index = torch.tensor(a_rows)
@@ -64,8 +64,8 @@ def main() -> None:
     print(f"A: rows {len(a_rows)} of {len(rows)}, completion width {inputs['mask'].shape[1]}", flush=True)
 
     def a_work():
-        trainer._no_grad_logprobs("reference", inputs, group_size)
-        trainer._policy_pass(inputs, normalizer, 0.04, group_size)
+        trainer.learner.logprobs("reference", inputs, group_size)
+        trainer.learner.policy_pass(inputs, normalizer, 0.04, group_size)
 
     for _ in range(3):
         a_work()

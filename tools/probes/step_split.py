@@ -27,8 +27,8 @@ from rookworld.config import load_bench  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 sync = torch.cuda.synchronize if CUDA else (lambda: None)
-PARTS = ("sample_rows", "generate", "_make_batch", "score", "update", "_zero_grad", "_policy_pass",
-         "_clip_gradients")
+TRAINER_PARTS = ("sample_rows", "generate")
+LEARNER_PARTS = ("make_batch", "update", "zero_grad", "policy_pass")
 
 
 def wrap(owner, name: str, seconds: dict) -> None:
@@ -74,9 +74,11 @@ def main() -> None:
         trainer.train_step(step)
     plain = step_times(trainer, args.steps)
     seconds: dict[str, list[float]] = {}
-    for name in PARTS:
+    for name in TRAINER_PARTS:
         wrap(trainer, name, seconds)
-    wrap(trainer.optimizer, "step", seconds)
+    for name in LEARNER_PARTS:
+        wrap(trainer.learner, name, seconds)
+    wrap(trainer.learner.optimizer, "step", seconds)
     split = step_times(trainer, args.steps)
     print(f"{'part':<28}{'median ms':>10}")
     print(f"{'step, as it runs':<28}{statistics.median(plain) * 1e3:>10.2f}")
