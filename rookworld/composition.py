@@ -109,6 +109,8 @@ def config_keys(config_name: str, overrides: list[str]) -> list[str]:
 
 def _dotted_keys(node: dict, prefix: str = "") -> Iterable[str]:
     for key, child in node.items():
+        if key == "_target_":  # which spec an option builds: not a knob to suggest
+            continue
         yield f"{prefix}{key}"
         if isinstance(child, dict):
             yield from _dotted_keys(child, f"{prefix}{key}.")

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import chess
 import chess.engine
-from omegaconf import OmegaConf
+import yaml
 
 from rookworld.tasks import Candidate
 
@@ -33,7 +33,7 @@ ENGINE_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "engine" / "stock
 
 def engine_config() -> dict:
     """conf/engine/stockfish.yaml: the Engine knobs (the defaults of the data commands)."""
-    knobs = OmegaConf.to_container(OmegaConf.load(ENGINE_CONFIG))
+    knobs = yaml.safe_load(ENGINE_CONFIG.read_text())
     knobs.pop("_target_")
     return knobs
 

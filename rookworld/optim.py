@@ -4,17 +4,19 @@ from __future__ import annotations
 import math
 
 import torch
-from omegaconf import DictConfig
+
+from rookworld.specs.optimizer import SGD, AdamW, Optimizer
 
 
-def build_optimizer(params, cfg: DictConfig) -> torch.optim.Optimizer:
-    if cfg.name == "adamw":
-        return torch.optim.AdamW(params, lr=cfg.lr, betas=tuple(cfg.betas), eps=cfg.eps,
-                                 weight_decay=cfg.weight_decay, fused=cfg.fused)
-    if cfg.name == "sgd":
-        return torch.optim.SGD(params, lr=cfg.lr, momentum=cfg.momentum, nesterov=cfg.nesterov,
-                               weight_decay=cfg.weight_decay)
-    raise ValueError(f"optimizer.name={cfg.name!r}: expected adamw or sgd")
+def build_optimizer(params, spec: Optimizer) -> torch.optim.Optimizer:
+    """The torch optimizer of a conf/optimizer/ spec."""
+    if isinstance(spec, AdamW):
+        return torch.optim.AdamW(params, lr=spec.lr, betas=tuple(spec.betas), eps=spec.eps,
+                                 weight_decay=spec.weight_decay, fused=spec.fused)
+    if isinstance(spec, SGD):
+        return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum, nesterov=spec.nesterov,
+                               weight_decay=spec.weight_decay)
+    raise TypeError(f"not an optimizer spec: {spec!r}")
 
 
 def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
@@ -27,10 +29,9 @@ def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr
     return floor + 0.5 * (peak_lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
-def schedule_uses_steps(optimizer) -> bool:
-    """Whether lr_at depends on the run's total steps: the cosine decays to a floor below the peak.
-    `optimizer`: the optimizer config (a node or a plain dict)."""
-    return optimizer["min_lr_ratio"] < 1
+def schedule_uses_steps(min_lr_ratio: float) -> bool:
+    """Whether lr_at depends on the run's total steps: the cosine decays to a floor below the peak."""
+    return min_lr_ratio < 1
 
 
 def load_state_keeping_settings(optimizer: torch.optim.Optimizer, state: dict) -> None:

@@ -9,25 +9,23 @@ from __future__ import annotations
 from fnmatch import fnmatchcase
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+import yaml
 
-from rookworld.config import ConfigError
 from rookworld.optim import schedule_uses_steps
+from rookworld.specs.rules import ConfigError
+from rookworld.specs.run import RunSpec
 
 CONFIG_FILE = "config.yaml"
 
 Changes = dict[str, tuple]  # key -> (the checkpoint's value, the new value)
 
 
-def save_config(cfg: DictConfig, directory: Path) -> None:
-    OmegaConf.save(resolved(cfg), Path(directory) / CONFIG_FILE)
+def save_config(resolved: dict, directory: Path) -> None:
+    """`resolved`: a run's config as plain data (RunSpec.resolved)."""
+    (Path(directory) / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
 
 
-def resolved(cfg: DictConfig) -> dict:
-    return OmegaConf.to_container(cfg, resolve=True)
-
-
-def check_resume(cfg: DictConfig, directory: str | Path) -> tuple[Changes, Changes]:
+def check_resume(cfg: RunSpec, directory: str | Path) -> tuple[Changes, Changes]:
     """(changes a resume may make, changes accepted by resume_check.accept_changes); ConfigError when
     the checkpoint has no config or other keys differ and the changes are not accepted."""
     path = Path(directory) / CONFIG_FILE
@@ -37,8 +35,8 @@ def check_resume(cfg: DictConfig, directory: str | Path) -> tuple[Changes, Chang
             return {}, {CONFIG_FILE: ("missing", "not compared")}
         raise ConfigError(f"resume_from={str(directory)!r}: the checkpoint has no {CONFIG_FILE} to compare this "
                           f"config with; resume_check.accept_changes=true resumes anyway")
-    saved = OmegaConf.to_container(OmegaConf.load(path))
-    changes = differences(saved, resolved(cfg))
+    saved = yaml.safe_load(path.read_text())
+    changes = differences(saved, cfg.resolved)
     allowed = {key: values for key, values in changes.items() if may_change(key, cfg, saved)}
     refused = {key: values for key, values in changes.items() if key not in allowed}
     if refused and not accept:
@@ -49,9 +47,10 @@ def check_resume(cfg: DictConfig, directory: str | Path) -> tuple[Changes, Chang
     return allowed, refused
 
 
-def may_change(key: str, cfg: DictConfig, saved: dict) -> bool:
+def may_change(key: str, cfg: RunSpec, saved: dict) -> bool:
     if key == "steps":
-        return not schedule_uses_steps(cfg.optimizer) and not schedule_uses_steps(saved["optimizer"])
+        return not schedule_uses_steps(cfg.optimizer.min_lr_ratio) and not schedule_uses_steps(
+            saved["optimizer"]["min_lr_ratio"])
     return any(fnmatchcase(key, pattern) for pattern in cfg.resume_check.may_change)
 
 

@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
-from rookworld.components import eval_problems, load_policy
-from rookworld.config import PROJECT_TARGETS, build, resolve_device, validate_sft
+from rookworld.components import eval_problems, heldout_problems, load_policy
+from rookworld.config import PROJECT_TARGETS, load_sft
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
-from rookworld.data.positions import load_arbiter_problems, load_policy_problems
+from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
@@ -33,6 +33,7 @@ from rookworld.model.hub import save_pretrained
 from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
+from rookworld.specs.rules import resolve_device
 from rookworld.tracking import make_tracker
 from rookworld.model.precision import autocast_for
 
@@ -57,37 +58,36 @@ def heldout_loss(model, batches, device, autocast) -> float:
 
 
 def run(cfg: DictConfig) -> dict[str, float]:
-    validate_sft(cfg)
-    s = cfg.sft
-    device = resolve_device(cfg.device)
-    torch.manual_seed(cfg.seed)
-    model, tokenizer = load_policy(cfg.model, device)
+    spec = load_sft(cfg)
+    s = spec.sft
+    device = resolve_device(spec.device)
+    torch.manual_seed(spec.seed)
+    model, tokenizer = load_policy(spec.model, device)
     model.train()
     n_params = sum(p.numel() for p in model.parameters())
     print(f"sft: {n_params / 1e6:.1f}M parameters on {device}", flush=True)
-    policy_train = load_policy_problems("train", cfg.data)
-    policy_heldout = load_policy_problems(cfg.eval.split, cfg.data)
-    arbiter_heldout = load_arbiter_problems(cfg.eval.split, cfg.data)
+    policy_train = load_policy_problems("train", spec.data.as_mapping())
+    policy_heldout, arbiter_heldout = heldout_problems(spec.eval.split, spec.data)
     heldout = policy_heldout + arbiter_heldout
     exclude = {position_key(p.truth.fen) for split in HELD_OUT_SPLITS  # neither held-out part is trained on
-               for p in load_policy_problems(split, cfg.data) + load_arbiter_problems(split, cfg.data)}
+               for part in heldout_problems(split, spec.data) for p in part}
     cases = ArbiterCases(dict(s.arbiter_cases), exclude)
-    stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, cfg.seed)
+    stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, spec.seed)
     loader = DataLoader(stream, batch_size=s.batch_size, num_workers=s.num_workers,
                         collate_fn=lambda docs: collate(docs, tokenizer.pad_id),
                         persistent_workers=s.num_workers > 0, prefetch_factor=4 if s.num_workers else None)
     eval_batches = heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len)
-    evaluated = eval_problems(cfg.eval, policy_heldout, arbiter_heldout)
-    optimizer = build_optimizer(model.parameters(), cfg.optimizer)
-    autocast = partial(autocast_for, device, cfg.model.dtype)
-    reward_fn = build(cfg.reward)
-    max_new_tokens = dict(cfg.sampling.max_new_tokens)
+    evaluated = eval_problems(spec.eval, policy_heldout, arbiter_heldout)
+    optimizer = build_optimizer(model.parameters(), spec.optimizer)
+    autocast = partial(autocast_for, device, spec.model.dtype)
+    reward_fn = spec.reward.build()
+    max_new_tokens = dict(spec.sampling.max_new_tokens)
 
     def task_eval(step: int) -> dict[str, float]:
         model.eval()
         with torch.no_grad(), autocast():
             result = evaluate(PlainDecoder(model), tokenizer, evaluated, reward_fn, max_new_tokens,
-                              cfg.eval.batch_size, cfg.eval.num_samples_logged)
+                              spec.eval.batch_size, spec.eval.num_samples_logged)
         metrics = {**result.metrics, "eval/loss": heldout_loss(model, eval_batches, device, autocast)}
         tracker.log_metrics(metrics, step=step)
         tracker.log_samples(result.samples, step=step)
@@ -113,8 +113,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
                 print(f"sft: time limit {s.time_limit_min} min reached at step {step}", flush=True)
                 break
             inputs, targets = next(batches)
-            lr = lr_at(scheduled_step(step, time.perf_counter() - start), cfg.optimizer.lr,
-                       cfg.optimizer.warmup_steps, s.steps, cfg.optimizer.min_lr_ratio)
+            lr = lr_at(scheduled_step(step, time.perf_counter() - start), spec.optimizer.lr,
+                       spec.optimizer.warmup_steps, s.steps, spec.optimizer.min_lr_ratio)
             set_lr(optimizer, lr)
             with autocast():
                 loss = lm_loss(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))

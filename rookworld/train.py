@@ -9,11 +9,11 @@ import hydra
 from omegaconf import DictConfig
 
 from rookworld.components import build_trainer
-from rookworld.config import PROJECT_TARGETS, validate
+from rookworld.config import PROJECT_TARGETS, load_run
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command
 from rookworld.evaluate import describe_change
-from rookworld.hooks import run_link
+from rookworld.hooks import build_step_hooks, run_link
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.trainer import RunResult
 
@@ -21,8 +21,8 @@ from rookworld.trainer import RunResult
 def run(cfg: DictConfig) -> RunResult:
     """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
     fails before a run exists."""
-    validate(cfg)
-    trainer = build_trainer(cfg, NullTracker())
+    spec = load_run(cfg)
+    trainer = build_trainer(spec, NullTracker(), build_step_hooks(cfg))
     with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)

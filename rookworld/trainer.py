@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig, OmegaConf
 
 from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
@@ -36,9 +35,19 @@ from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
 from rookworld.resume_check import check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
+from rookworld.specs.kl import KL, KLAdaptive, KLFixed
+from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
 
 TRAINER_STATE_FILE = "trainer_state.pt"
+
+
+def kl_controller(kl: KL) -> KLController:
+    """The coefficient controller of a conf/kl/ spec (kl=none: beta stays 0)."""
+    if not isinstance(kl, KLFixed):
+        return KLController("none", 0.0, 0, 1.0)
+    target, horizon = (kl.target, kl.horizon) if isinstance(kl, KLAdaptive) else (None, None)
+    return KLController(kl.kind, kl.coef, kl.warmup_steps, kl.warmup_factor, target, horizon)
 
 
 @dataclass
@@ -52,7 +61,7 @@ class RunResult:
 
 @dataclass
 class Trainer:
-    cfg: DictConfig
+    cfg: RunSpec
     policy: torch.nn.Module
     tokenizer: object
     reference: torch.nn.Module | None
@@ -68,9 +77,9 @@ class Trainer:
     def __post_init__(self):
         cfg = self.cfg
         self.device = next(self.policy.parameters()).device
-        k = cfg.kl
-        self.kl = KLController(k.kind, k.coef, k.warmup_steps, k.warmup_factor, k.target, k.horizon)
-        self.guards = Guards(cfg.guards, k.max if self.kl.enabled else None, k.max_steps_above)
+        self.kl = kl_controller(cfg.kl)
+        kl_guard = (cfg.kl.max, cfg.kl.max_steps_above) if isinstance(cfg.kl, KLFixed) else (None, 1)
+        self.guards = Guards(cfg.guards.as_mapping(), *kl_guard)
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         rn = cfg.grpo.reward_norm
         self.reward_norm = EMARewardNormalizer(rn.momentum) if rn.enabled else None
@@ -317,8 +326,7 @@ class Trainer:
             return None
         settings = {"max_new_tokens": self.max_new_tokens, "batch_size": e.batch_size,
                     "num_samples_logged": e.num_samples_logged,
-                    "reward": OmegaConf.to_container(cfg.reward, resolve=True),
-                    "model": OmegaConf.to_container(cfg.model, resolve=True), "device": self.device.type,
+                    "reward": cfg.resolved["reward"], "model": cfg.resolved["model"], "device": self.device.type,
                     "decoder": type(self.decoder).__name__ if self.decoder is not None else "plain",
                     "torch": torch.__version__}
         return EvalCache(str(e.cache_dir), cache_key(self.policy, self.heldout, settings))
@@ -347,7 +355,7 @@ class Trainer:
         directory = Path(self.cfg.checkpoint.dir) / f"step_{self.step:06d}"
         save_pretrained(self.policy, self.tokenizer, directory)
         torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
-        save_config(self.cfg, directory)
+        save_config(self.cfg.resolved, directory)
         return directory
 
     def resume(self, directory: str | Path) -> None:

@@ -146,6 +146,7 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from rookworld.bench.steps import format_report, run, write_results
+    from rookworld.config import load_bench
     from train_helpers import CONF_DIR
 
     overrides = ["model=tiny", "device=cpu", "prompts_per_step=2", "grpo.group_size=2", "grpo.micro_batch_size=2",
@@ -153,7 +154,7 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
                  "bench.trials=2", "bench.trial_steps=1", "bench.trl=false"]
     with initialize_config_dir(config_dir=CONF_DIR):
         cfg = compose("bench", overrides=overrides)
-    results = run(cfg)
+    results = run(load_bench(cfg))
     assert results["self_check"]["ok"]
     shuffled = results["self_check"]["shuffled_micro_batches"]
     assert shuffled["ok"] and shuffled["fast_path_subsets"] > 0 and shuffled["max_logprob_diff"] < 1e-4

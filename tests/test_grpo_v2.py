@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rookworld.components import build_trainer
-from rookworld.config import ConfigError, validate
+from rookworld.config import ConfigError, load_run, validate
 from rookworld.grpo.advantages import criterion_advantages, varying_groups
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import kl_per_token, kl_reward_penalty
@@ -184,7 +184,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.num_iterations=2", "grpo.num_minibatches=2",
                       "grpo.micro_batch_size=2", *KNOBS[knob])
     validate(cfg)
-    trainer = build_trainer(cfg, make_tracker(cfg))
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     rows = trainer.sample_rows()
     rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, rows, trainer.max_new_tokens,
                                     generator=trainer.generator)
@@ -227,7 +227,7 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
     prompts_per_step groups, none of them zero-variance, and says how many rounds it took."""
     cfg = tiny_config(tmp_path, "task_mix.P=0.5", "task_mix.A=0.5", "prompts_per_step=3",
                       "grpo.dynamic_sampling.enabled=true", "grpo.dynamic_sampling.max_rounds=12")
-    trainer = build_trainer(cfg, make_tracker(cfg))
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     trained = []
     original = trainer.learner.update
 
@@ -248,7 +248,7 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
 def test_dynamic_sampling_skips_the_update_when_no_group_varies(tmp_path):
     cfg = tiny_config(tmp_path, "task_mix=policy_only", "grpo.dynamic_sampling.enabled=true",
                       "grpo.dynamic_sampling.max_rounds=2")
-    trainer = build_trainer(cfg, make_tracker(cfg))
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     before = [p.detach().clone() for p in trainer.policy.parameters()]
     metrics, nonfinite = trainer.train_step(0)
     assert not nonfinite and metrics["dynamic_sampling/batch_fill"] == 0.0 and metrics["loss"] == 0.0
@@ -259,14 +259,14 @@ def test_each_knob_runs_a_training_step_and_reports_its_metrics(tmp_path):
     cfg = tiny_config(tmp_path, "task_mix=env_only", "kl=fixed", "kl.placement=reward", "kl.estimator=k1",
                       "grpo.entropy.adaptive=true", "grpo.sampler_correction.mode=token_truncate")
     validate(cfg)
-    trainer = build_trainer(cfg, make_tracker(cfg))
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     metrics, nonfinite = trainer.train_step(0)
     assert not nonfinite and math.isfinite(metrics["loss"])
     assert metrics["sampler/logp_gap_max"] < 1e-3  # CPU sampler and trainer: the same float32 math
     assert "entropy/coef" in metrics and 0 < metrics["entropy/trained_token_share"] <= 1
     cfg = tiny_config(tmp_path, "task_mix=env_only", "grpo.reward_aggregation=normalize_then_sum")
     validate(cfg)
-    metrics, _ = build_trainer(cfg, make_tracker(cfg)).train_step(0)
+    metrics, _ = build_trainer(load_run(cfg), make_tracker(cfg)).train_step(0)
     assert math.isfinite(metrics["loss"])
 
 

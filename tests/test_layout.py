@@ -8,6 +8,9 @@
 - Drivers sit above what they drive: no module outside rookworld/sweep/ imports rookworld.sweep. What
   a sweep adds to a run (its pruning hook, where the run is filed in MLflow) arrives through config
   `_target_`s (rookworld/hooks.py).
+- Only the loader (rookworld.config, with the entry points' Hydra plumbing), the entry points,
+  rookworld/tracking/ and rookworld/sweep/ import omegaconf or hydra: the rest of the library gets
+  typed specs (rookworld/specs/) or plain values, never a DictConfig.
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
 - A name with a leading underscore is used only in the module that defines it (library, tests and
@@ -43,6 +46,15 @@ OUTSIDE_REFERENCES = {
     "a path on the development machine": re.compile(r"(?<![\w.])/work[/]"),
 }
 PARENT_PATH = re.compile(r"(?:\.\.[/])+[\w./-]*")
+CONFIG_LIBRARIES = ("omegaconf", "hydra")
+# Besides the entry points, the modules that may import CONFIG_LIBRARIES, and why.
+CONFIG_SIDE = {
+    "rookworld.config": "the loader: the composed config becomes the typed specs",
+    "rookworld.composition": "the entry points' composition (one-line messages for a bad override)",
+    "rookworld.errors": "the entry points' exit policy (asks Hydra whether this is a multirun)",
+    "rookworld.hooks": "builds what a driver adds to a run from the config's _target_s (trial.hooks, tracking.run_link)",
+}
+CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file runs and drive sweeps through Hydra
 
 
 # ---------------------------------------------------------------- the import graph
@@ -55,7 +67,7 @@ def module_name(path: Path, root: Path = REPO) -> str:
 
 
 def package_modules(root: Path = PACKAGE) -> dict[str, Path]:
-    return {module_name(path): path for path in sorted(root.rglob("*.py"))}
+    return {module_name(path, root.parent): path for path in sorted(root.rglob("*.py"))}
 
 
 def _type_checking_nodes(tree: ast.AST) -> set[int]:
@@ -143,6 +155,34 @@ def layering_violations(graph: dict[str, set[str]], entries: set[str]) -> list[s
                 kind = "entry point" if target in entries else "tool"
                 problems.append(f"library module {name} imports {kind} {target}")
     return problems
+
+
+def config_libraries_imported(path: Path) -> set[str]:
+    """Which of CONFIG_LIBRARIES the module at `path` imports anywhere (bar `if TYPE_CHECKING:`)."""
+    tree = ast.parse(path.read_text(), str(path))
+    skipped = _type_checking_nodes(tree)
+    names = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            names.add(node.module or "")
+    return {library for library in CONFIG_LIBRARIES for name in names
+            if name == library or name.startswith(library + ".")}
+
+
+def may_import_config_libraries(name: str, entries: set[str]) -> bool:
+    return (name in entries or name in CONFIG_SIDE
+            or any(name == package or name.startswith(package + ".") for package in CONFIG_SIDE_PACKAGES))
+
+
+def config_import_violations(modules: dict[str, Path], entries: set[str]) -> list[str]:
+    return [f"{name} imports {', '.join(sorted(found))}: only the loader (rookworld.config), the entry points, "
+            f"tracking/ and sweep/ read the composed config; take a spec (rookworld/specs/) instead"
+            for name, path in sorted(modules.items()) if not may_import_config_libraries(name, entries)
+            for found in [config_libraries_imported(path)] if found]
 
 
 def is_driver(name: str) -> bool:
@@ -279,6 +319,31 @@ def test_the_library_imports_no_entry_point_or_tool():
     modules = package_modules()
     problems = layering_violations(import_graph(modules), entry_points(modules))
     assert not problems, "\n".join(problems)
+
+
+def test_only_the_loader_entry_points_tracking_and_sweep_import_omegaconf_or_hydra():
+    modules = package_modules()
+    problems = config_import_violations(modules, entry_points(modules))
+    assert not problems, "\n".join(problems)
+
+
+def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {
+        "__init__.py": "",
+        "config.py": "from omegaconf import DictConfig\n",
+        "train.py": "import hydra\nif __name__ == '__main__':\n    pass\n",
+        "sweep/__init__.py": "",
+        "sweep/study.py": "from hydra.core.hydra_config import HydraConfig\n",
+        "trainer.py": "def fit():\n    from omegaconf import OmegaConf\n",  # the planted violation
+        "rollout.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from omegaconf import DictConfig\n",
+    }
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    modules = package_modules(root)
+    problems = config_import_violations(modules, entry_points(modules))
+    assert len(problems) == 1 and problems[0].startswith("rookworld.trainer imports omegaconf"), problems
 
 
 def test_nothing_outside_the_sweep_imports_it():

@@ -272,7 +272,7 @@ def test_exact_rejects_bad_penalty():
 @pytest.mark.filterwarnings("ignore::UserWarning")
 @pytest.mark.parametrize("name, cls", [("graduated", GraduatedReward), ("exact", ExactReward)])
 def test_yaml_instantiates_with_class_defaults(name, cls):
-    reward = instantiate(OmegaConf.load(CONF / f"{name}.yaml"))
+    reward = instantiate(OmegaConf.load(CONF / f"{name}.yaml")).build()
     assert type(reward) is cls and vars(reward) == vars(cls())
 
 

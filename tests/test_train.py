@@ -11,7 +11,7 @@ import torch
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import ConfigError, validate, validate_bench, validate_sft
+from rookworld.config import ConfigError, load_run, validate, validate_bench, validate_sft
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
@@ -28,7 +28,7 @@ from train_helpers import CONF_DIR, tiny_config
 
 def make_trainer(tmp_path, *overrides):
     cfg = tiny_config(tmp_path, *overrides)
-    return build_trainer(cfg, make_tracker(cfg))
+    return build_trainer(load_run(cfg), make_tracker(cfg))
 
 
 def test_first_update_has_ratio_one_and_kl_zero(tmp_path):
@@ -115,7 +115,7 @@ def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])  # fused AdamW skips on the device, SGD on the host
 def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
     cfg = tiny_config(tmp_path, "steps=6", "guards.max_nonfinite_steps=2", f"optimizer={optimizer}")
-    trainer = build_trainer(cfg, make_tracker(cfg))
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     poison = lambda module, args, output: output * float("nan") if torch.is_grad_enabled() else output  # noqa: E731
     trainer.policy.ln_f.register_forward_hook(poison)   # only the gradient pass sees NaN
     result = trainer.fit()
@@ -131,7 +131,7 @@ def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_fin
     the sampler meets non-finite logits (CPU: the plain sampler; CUDA: the fused one, argmax over NaN)."""
     cfg = tiny_config(tmp_path, "optimizer=sgd", "optimizer.lr=1e30", "steps=6", "task_mix=env_only", f"device={device}",
                       "eval.num_policy=1", "eval.num_arbiter=1")
-    trainer = build_trainer(cfg, make_tracker(cfg))
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
     start = [p.detach().clone() for p in trainer.policy.parameters()]
     result = trainer.fit()
     assert (result.outcome, result.steps) == ("nan_failure", 4)  # steps 2, 3, 4: guards.max_nonfinite_steps=3
@@ -159,6 +159,8 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     ("optimizer.lr=-1e-5", "optimizer.lr=-1e-05"),
     ("kl.estimator=k9", "kl.estimator='k9'"),
     ("task_mix.P=0.5", "task_mix="),
+    ("steps=abc", "steps='abc': expected an integer"),
+    ("kl.kind=adaptive", "kl.kind='adaptive': the kl option is fixed"),
 ])
 def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key):
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", override],
@@ -276,8 +278,9 @@ def test_a_forced_resume_applies_the_new_optimizer_settings(tmp_path, checkpoint
 @pytest.mark.parametrize("min_lr_ratio, refused", [(0.1, ["steps"]), (1.0, [])])
 def test_steps_may_change_only_while_the_schedule_does_not_use_them(tmp_path, min_lr_ratio, refused):
     ratio = f"optimizer.min_lr_ratio={min_lr_ratio}"
-    save_config(tiny_config(tmp_path, ratio, "steps=4"), tmp_path)
-    resumed = tiny_config(tmp_path, ratio, "steps=8", f"resume_from={tmp_path}", "resume_check.accept_changes=true")
+    save_config(load_run(tiny_config(tmp_path, ratio, "steps=4")).resolved, tmp_path)
+    resumed = load_run(tiny_config(tmp_path, ratio, "steps=8", f"resume_from={tmp_path}",
+                                   "resume_check.accept_changes=true"))
     allowed, accepted = check_resume(resumed, tmp_path)
     assert list(accepted) == refused and ("steps" in allowed) == (not refused)
 

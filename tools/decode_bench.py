@@ -34,6 +34,7 @@ from rookworld.model import decode_kernels  # noqa: E402
 from rookworld.model.fast_sampling import StaticDecoder  # noqa: E402
 from rookworld.rollout import prompt_ids  # noqa: E402
 from rookworld.components import make_sampler  # noqa: E402
+from rookworld.config import load_bench  # noqa: E402
 
 
 def parse_layout(text: str) -> dict:
@@ -134,13 +135,13 @@ def main() -> None:
                         help="also: GRPO steps of a bench trainer, each followed by a direct generate() call")
     args = parser.parse_args()
     with initialize_config_dir(config_dir=str(ROOT / "conf")):
-        cfg = compose("bench", overrides=["bench.random_weights=true", *args.override])
+        cfg = load_bench(compose("bench", overrides=["bench.random_weights=true", *args.override]))
     device = torch.device("cuda")
     policy, tokenizer, description = load_bench_model(cfg, device)
-    problems = make_sampler(cfg).sample(cfg.prompts_per_step)
-    rows = [p for p in problems for _ in range(cfg.grpo.group_size)]
+    problems = make_sampler(cfg.run).sample(cfg.run.prompts_per_step)
+    rows = [p for p in problems for _ in range(cfg.run.grpo.group_size)]
     prompts = [prompt_ids(tokenizer, p) for p in rows]
-    caps = [int(cfg.sampling.max_new_tokens[p.task]) for p in rows]
+    caps = [int(cfg.run.sampling.max_new_tokens[p.task]) for p in rows]
     request = dict(prompts=prompts, max_new_tokens=caps, temperature=1.0, pad_id=tokenizer.pad_id,
                    stop_ids=(tokenizer.eos_id, tokenizer.newline_id))
     print(f"{torch.cuda.get_device_name()} | {description} | {len(rows)} rows, prompt widths "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
+from rookworld.config import load_run
 from rookworld.components import build_trainer
 from rookworld.tracking import make_tracker
 
@@ -18,6 +18,6 @@ SHAPES = ["experiment=quickstart", "tracking=none", "eval.cache_dir=null", "task
 
 with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[1] / "conf")):
     cfg = compose("config", overrides=[*SHAPES, *sys.argv[1:]])
-trainer = build_trainer(cfg, make_tracker(cfg))
+trainer = build_trainer(load_run(cfg), make_tracker(cfg))
 metrics, _ = trainer.train_step(0)
 print(f"{' '.join(sys.argv[1:]) or 'defaults'} on {trainer.device}: kl at step 0 = {metrics['kl']!r}")

@@ -17,29 +17,29 @@ import time
 
 import torch
 
-from rookworld.components import eval_problems, load_policy
-from rookworld.config import build, compose, resolve_device
-from rookworld.data.positions import load_arbiter_problems, load_policy_problems
+from rookworld.components import eval_problems, heldout_problems, load_policy
+from rookworld.config import compose, load_run
 from rookworld.evaluate import evaluate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
+from rookworld.specs.rules import resolve_device
 
 REPEATS = 3
 
 
 def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list[float], int, dict[str, float], str]:
     """(seconds of each timed evaluation, problems evaluated, the metrics, the device's name)."""
-    cfg = compose(overrides)
-    device = resolve_device(cfg.device)
-    model, tokenizer = load_policy(cfg.model, device)
-    e = cfg.eval
-    problems = eval_problems(e, load_policy_problems(e.split, cfg.data), load_arbiter_problems(e.split, cfg.data))
-    decoder = make_decoder(model, check_every=cfg.sampling.finish_check_every)
-    caps = dict(cfg.sampling.max_new_tokens)
-    reward_fn = build(cfg.reward)
+    spec = load_run(compose(overrides))
+    device = resolve_device(spec.device)
+    model, tokenizer = load_policy(spec.model, device)
+    e = spec.eval
+    problems = eval_problems(e, *heldout_problems(e.split, spec.data))
+    decoder = make_decoder(model, check_every=spec.sampling.finish_check_every)
+    caps = dict(spec.sampling.max_new_tokens)
+    reward_fn = spec.reward.build()
 
     def run(chunk: list) -> dict[str, float]:
-        with torch.no_grad(), autocast_for(device, cfg.model.dtype):
+        with torch.no_grad(), autocast_for(device, spec.model.dtype):
             result = evaluate(decoder, tokenizer, chunk, reward_fn, caps, e.batch_size, 0)
         if device.type == "cuda":
             torch.cuda.synchronize()

@@ -5,26 +5,26 @@ from __future__ import annotations
 import sys
 
 import torch
-from omegaconf import DictConfig
 
 from rookworld.components import load_policy
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.hub import ModelLoadError, load_model
 from rookworld.model.tokenizer import ChessTokenizer
+from rookworld.specs.bench import BenchSpec
 
 
-def load_bench_model(cfg: DictConfig, device: torch.device) -> tuple[GPT, ChessTokenizer, str]:
+def load_bench_model(spec: BenchSpec, device: torch.device) -> tuple[GPT, ChessTokenizer, str]:
     """The configured model, or a random one of bench.random_model's shape (see the module doc)."""
-    mode = str(cfg.bench.random_weights).lower()
+    mode = str(spec.bench.random_weights).lower()
     if mode != "true":
         try:
-            policy, tokenizer = load_policy(cfg.model, device)
-            return policy, tokenizer, f"{cfg.model.source or cfg.model.path or 'tiny'} (loaded)"
+            policy, tokenizer = load_policy(spec.run.model, device)
+            return policy, tokenizer, f"{spec.run.model.describe()} (loaded)"
         except ModelLoadError as error:
             if mode == "false":
                 raise
             print(f"bench: {error}\nbench: using random weights instead", file=sys.stderr)
-    policy, tokenizer = load_model(tiny={"seed": cfg.seed, **cfg.bench.random_model}, device=device)
+    policy, tokenizer = load_model(tiny={"seed": spec.run.seed, **spec.bench.random_model}, device=device)
     shape = policy.config
     description = (f"random GPT-2 {shape.n_layer}x{shape.n_embd}, vocab {shape.vocab_size} "
                    f"({sum(p.numel() for p in policy.parameters()) / 1e6:.1f}M params), tiny tokenizer")

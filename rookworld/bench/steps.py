@@ -25,25 +25,24 @@ Modes (combine freely):
 """
 from __future__ import annotations
 
-import copy
 import gc
 import json
 import statistics
 import time
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import torch
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig, OmegaConf
 
 from rookworld.bench.checks import self_check
 from rookworld.bench.models import fresh_policy, load_bench_model
 from rookworld.components import make_reference, make_sampler
-from rookworld.config import build, resolve_device, validate_bench
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.sampling import PlainDecoder
 from rookworld.model.tokenizer import ChessTokenizer
+from rookworld.specs.bench import BenchSpec
+from rookworld.specs.rules import resolve_device
 from rookworld.tracking import NullTracker
 from rookworld.trainer import Trainer
 
@@ -52,15 +51,16 @@ GIB = 2 ** 30
 
 
 # ---------------------------------------------------------------- building
-def build_trainer(cfg: DictConfig, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
+def build_trainer(spec: BenchSpec, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
     """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`, with the
     chosen decoder (bench.full_length: stops ignored) and a device sync per phase (exact phase times)."""
     device = policy.wte.weight.device
-    full = bool(cfg.bench.full_length)
-    chosen = make_decoder(policy, ignore_stops=full, check_every=cfg.sampling.finish_check_every) \
+    full = bool(spec.bench.full_length)
+    chosen = make_decoder(policy, ignore_stops=full, check_every=spec.run.sampling.finish_check_every) \
         if decoder == "fast" else PlainDecoder(policy, ignore_stops=full)
-    return Trainer(cfg=cfg, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, cfg.kl, device),
-                   reward_fn=build(cfg.reward), sampler=make_sampler(cfg), heldout=[], tracker=NullTracker(),
+    run = spec.run
+    return Trainer(cfg=run, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, run.kl, device),
+                   reward_fn=run.reward.build(), sampler=make_sampler(run), heldout=[], tracker=NullTracker(),
                    decoder=chosen, sync_phases=True)
 
 
@@ -131,19 +131,18 @@ def summarize(records: list[dict]) -> dict:
     return summary
 
 
-def run_trials(cfg: DictConfig, config: GPTConfig, state: dict, tokenizer: ChessTokenizer,
+def run_trials(spec: BenchSpec, config: GPTConfig, state: dict, tokenizer: ChessTokenizer,
                device: torch.device) -> dict:
     """Many trainers in one process, each with its own decoder whose batch shape changes mid-trial."""
-    b = cfg.bench
+    b = spec.bench
     memory, errors = [], []
-    sizes = [cfg.prompts_per_step, max(1, cfg.prompts_per_step - 1)]
+    sizes = [spec.run.prompts_per_step, max(1, spec.run.prompts_per_step - 1)]
     for trial in range(b.trials):
-        trial_cfg = copy.deepcopy(cfg)
-        trial_cfg.seed = cfg.seed + trial
-        trainer = build_trainer(trial_cfg, fresh_policy(config, state, device), tokenizer, str(b.decoder))
+        trial_spec = replace(spec, run=replace(spec.run, seed=spec.run.seed + trial))
+        trainer = build_trainer(trial_spec, fresh_policy(config, state, device), tokenizer, str(b.decoder))
         try:
             for step in range(b.trial_steps):
-                trainer.cfg.prompts_per_step = sizes[(trial + step) % 2]
+                trainer.cfg = replace(trainer.cfg, prompts_per_step=sizes[(trial + step) % 2])
                 trainer.train_step(step)
         except Exception as error:  # recorded and reported: the point of this mode
             errors.append(f"trial {trial}: {type(error).__name__}: {error}")
@@ -230,10 +229,9 @@ def format_timing(name: str, timing: dict) -> list[str]:
     return lines
 
 
-def write_results(results: dict, output: str | None) -> list[Path]:
-    """bench.json in the Hydra run dir (when run as a Hydra app) and at `output` (when set)."""
-    run_dir = [Path(HydraConfig.get().runtime.output_dir) / "bench.json"] if HydraConfig.initialized() else []
-    paths = run_dir + ([Path(output)] if output else [])
+def write_results(results: dict, output: str | None, run_dir: Path | None = None) -> list[Path]:
+    """bench.json in `run_dir` (the Hydra run dir of `python -m rookworld.bench`) and at `output` (when set)."""
+    paths = ([run_dir / "bench.json"] if run_dir else []) + ([Path(output)] if output else [])
     for path in paths:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(results, indent=2) + "\n")
@@ -241,16 +239,15 @@ def write_results(results: dict, output: str | None) -> list[Path]:
 
 
 # ---------------------------------------------------------------- main
-def run(cfg: DictConfig) -> dict:
-    validate_bench(cfg)
-    b = cfg.bench
-    device = resolve_device(cfg.device)
-    policy, tokenizer, description = load_bench_model(cfg, device)
+def run(spec: BenchSpec) -> dict:
+    b = spec.bench
+    device = resolve_device(spec.run.device)
+    policy, tokenizer, description = load_bench_model(spec, device)
     initial = {k: v.detach().to("cpu", copy=True) for k, v in policy.state_dict().items()}
     config = policy.config
     results = {"environment": environment(device), "model": description,
-               "shapes": shapes(cfg), "config": OmegaConf.to_container(b)}
-    trainer = build_trainer(cfg, policy, tokenizer, str(b.decoder))
+               "shapes": shapes(spec), "config": asdict(b)}
+    trainer = build_trainer(spec, policy, tokenizer, str(b.decoder))
     del policy  # the trainer holds it; released with it
     results["decoder"] = type(trainer.decoder).__name__
     if b.self_check:
@@ -268,20 +265,21 @@ def run(cfg: DictConfig) -> dict:
         print(results["profile"]["train_step"] + "\n" + results["profile"]["generation"])
     release(trainer)
     if b.compare_plain_steps:
-        plain = build_trainer(cfg, fresh_policy(config, initial, device), tokenizer, "plain")
+        plain = build_trainer(spec, fresh_policy(config, initial, device), tokenizer, "plain")
         results["plain"] = time_steps(plain, 1, b.compare_plain_steps)
         release(plain)
     if b.trials:
-        results["trials"] = run_trials(cfg, config, initial, tokenizer, device)
+        results["trials"] = run_trials(spec, config, initial, tokenizer, device)
     if str(b.trl).lower() != "false":
         from rookworld.bench.trl_compare import run_trl  # imports trl when installed
-        results["trl"] = run_trl(cfg, results)
+        results["trl"] = run_trl(spec, results)
     return results
 
 
-def shapes(cfg: DictConfig) -> str:
-    caps = dict(cfg.sampling.max_new_tokens)
-    return (f"{cfg.prompts_per_step} prompts x {cfg.grpo.group_size} completions, max_new_tokens {caps}, "
-            f"{'full length (stops ignored)' if cfg.bench.full_length else 'stops on'}, "
-            f"micro_batch_size {cfg.grpo.micro_batch_size or 'all'}"
-            f"{' + activation checkpointing' if cfg.grpo.activation_checkpointing else ''}, kl {cfg.kl.kind}")
+def shapes(spec: BenchSpec) -> str:
+    run = spec.run
+    caps = dict(run.sampling.max_new_tokens)
+    return (f"{run.prompts_per_step} prompts x {run.grpo.group_size} completions, max_new_tokens {caps}, "
+            f"{'full length (stops ignored)' if spec.bench.full_length else 'stops on'}, "
+            f"micro_batch_size {run.grpo.micro_batch_size or 'all'}"
+            f"{' + activation checkpointing' if run.grpo.activation_checkpointing else ''}, kl {run.kl.kind}")

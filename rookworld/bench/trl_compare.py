@@ -15,34 +15,35 @@ import tempfile
 import time
 
 import torch
-from omegaconf import DictConfig
 
-from rookworld.config import build, resolve_device
+from rookworld.specs.bench import BenchSpec
+from rookworld.specs.kl import KLFixed
+from rookworld.specs.rules import resolve_device
 
 GIB = 2 ** 30
 
 
-def run_trl(cfg: DictConfig, results: dict) -> dict:
+def run_trl(spec: BenchSpec, results: dict) -> dict:
     if importlib.util.find_spec("trl") is None:
         return {"status": "not run: trl is not installed"}
     from rookworld.components import make_sampler
     try:
-        return time_trl(cfg, make_sampler(cfg), results)
+        return time_trl(spec, make_sampler(spec.run), results)
     except Exception as error:  # TRL's API moves quickly; a failure is reported next to our numbers
         return {"status": f"failed: {type(error).__name__}: {error}"}
 
 
-def time_trl(cfg: DictConfig, sampler, results: dict) -> dict:
+def time_trl(spec: BenchSpec, sampler, results: dict) -> dict:
     import trl
 
-    b, device = cfg.bench, resolve_device(cfg.device)
+    b, device = spec.bench, resolve_device(spec.run.device)
     steps = int(b.warmup) + int(b.trl_steps)
-    problems = sampler.sample(cfg.prompts_per_step * steps)
+    problems = sampler.sample(spec.run.prompts_per_step * steps)
     timer = step_timer(device)
     with tempfile.TemporaryDirectory(prefix="rookworld-trl-") as directory:
-        model, tokenizer = hf_model(cfg, directory)
-        trainer = trl.GRPOTrainer(model=model, reward_funcs=reward_function(cfg, problems),
-                                  args=trl_config(cfg, steps, device, f"{directory}/out"),
+        model, tokenizer = hf_model(spec, directory)
+        trainer = trl.GRPOTrainer(model=model, reward_funcs=reward_function(spec, problems),
+                                  args=trl_config(spec, steps, device, f"{directory}/out"),
                                   train_dataset=prompt_dataset(problems), processing_class=tokenizer,
                                   callbacks=[timer])
         if device.type == "cuda":
@@ -59,14 +60,14 @@ def time_trl(cfg: DictConfig, sampler, results: dict) -> dict:
     return summary
 
 
-def hf_model(cfg: DictConfig, directory: str):
+def hf_model(spec: BenchSpec, directory: str):
     """The benchmark's model and tokenizer as transformers objects (through the hub format)."""
     from transformers import GPT2LMHeadModel, PreTrainedTokenizerFast
 
     from rookworld.bench.models import load_bench_model
     from rookworld.model.hub import save_pretrained
 
-    policy, tokenizer, _ = load_bench_model(cfg, torch.device("cpu"))
+    policy, tokenizer, _ = load_bench_model(spec, torch.device("cpu"))
     save_pretrained(policy, tokenizer, directory)
     model = GPT2LMHeadModel.from_pretrained(directory, dtype=torch.float32)
     eos = tokenizer.decode([tokenizer.eos_id], skip_special_tokens=False)
@@ -83,8 +84,8 @@ def prompt_dataset(problems: list):
                                        "index": list(range(len(problems)))})
 
 
-def reward_function(cfg: DictConfig, problems: list):
-    reward_fn = build(cfg.reward)
+def reward_function(spec: BenchSpec, problems: list):
+    reward_fn = spec.run.reward.build()
 
     def reward(prompts, completions, index, **_):
         return [float(reward_fn(problems[i], text).total) for i, text in zip(index, completions)]
@@ -92,18 +93,20 @@ def reward_function(cfg: DictConfig, problems: list):
     return reward
 
 
-def trl_config(cfg: DictConfig, steps: int, device: torch.device, output_dir: str):
+def trl_config(spec: BenchSpec, steps: int, device: torch.device, output_dir: str):
     import trl
 
-    cap = max(int(n) for n in cfg.sampling.max_new_tokens.values())
+    run = spec.run
+    beta = run.kl.coef if isinstance(run.kl, KLFixed) else 0.0
+    cap = max(int(n) for n in run.sampling.max_new_tokens.values())
     return trl.GRPOConfig(
         output_dir=output_dir, max_steps=steps, report_to="none", logging_steps=1, save_strategy="no",
-        per_device_train_batch_size=cfg.prompts_per_step * cfg.grpo.group_size, num_generations=cfg.grpo.group_size,
-        gradient_accumulation_steps=1, max_completion_length=cap, temperature=cfg.sampling.temperature,
-        generation_kwargs={"min_new_tokens": cap} if cfg.bench.full_length else None, beta=float(cfg.kl.coef),
-        epsilon=cfg.grpo.epsilon_low, epsilon_high=cfg.grpo.epsilon_high, loss_type=cfg.grpo.loss_type,
-        learning_rate=cfg.optimizer.lr, bf16=device.type == "cuda", use_cpu=device.type != "cuda",
-        shuffle_dataset=False, seed=cfg.seed)
+        per_device_train_batch_size=run.prompts_per_step * run.grpo.group_size, num_generations=run.grpo.group_size,
+        gradient_accumulation_steps=1, max_completion_length=cap, temperature=run.sampling.temperature,
+        generation_kwargs={"min_new_tokens": cap} if spec.bench.full_length else None, beta=float(beta),
+        epsilon=run.grpo.epsilon_low, epsilon_high=run.grpo.epsilon_high, loss_type=run.grpo.loss_type,
+        learning_rate=run.optimizer.lr, bf16=device.type == "cuda", use_cpu=device.type != "cuda",
+        shuffle_dataset=False, seed=run.seed)
 
 
 def step_timer(device: torch.device):

@@ -19,10 +19,11 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.config import compose
+from rookworld.config import compose, spec_of
 
 from rookworld.data.positions import HELD_OUT_SPLITS, load_arbiter_problems, load_policy_problems
 from rookworld.model.tokenizer import ChessTokenizer
+from rookworld.specs.model import Model
 from rookworld.tasks import Problem, perfect_completion
 
 TASKS = ("P", "A")
@@ -33,15 +34,16 @@ def completion_tokens(tokenizer: ChessTokenizer, problem: Problem) -> int:
     return len(tokenizer.encode(perfect_completion(problem))) + 1
 
 
-def model_tokenizer(model: DictConfig) -> ChessTokenizer:
-    """The tokenizer of a model config: its folder's, or the tiny one of a random model."""
+def model_tokenizer(model: Model) -> ChessTokenizer:
+    """The tokenizer of a model spec: its folder's, or the tiny one of a random model."""
     from rookworld.model.hub import read_tokenizer, resolve_directory
 
-    if model.path is not None:
-        return read_tokenizer(Path(model.path))
-    if model.tiny is not None:
+    source = model.load_arguments()
+    if source.get("path") is not None:
+        return read_tokenizer(Path(source["path"]))
+    if source.get("tiny") is not None:
         return ChessTokenizer.tiny()
-    return read_tokenizer(resolve_directory(model.source, model.revision))
+    return read_tokenizer(resolve_directory(source["source"], source.get("revision")))
 
 
 def run_problems(cfg: DictConfig) -> dict[str, list[Problem]]:
@@ -58,7 +60,7 @@ def run_problems(cfg: DictConfig) -> dict[str, list[Problem]]:
 
 @lru_cache(maxsize=4)
 def _tokenizer(model_yaml: str) -> ChessTokenizer:
-    return model_tokenizer(OmegaConf.create(model_yaml))
+    return model_tokenizer(spec_of(Model, OmegaConf.to_container(OmegaConf.create(model_yaml)), "model"))
 
 
 @lru_cache(maxsize=16)

@@ -18,7 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-from omegaconf import DictConfig
 
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import KLController, kl_per_token
@@ -30,6 +29,7 @@ from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
 from rookworld.optim import build_optimizer, load_state_keeping_settings, lr_at, set_lr
 from rookworld.rollout import stopped
+from rookworld.specs.run import RunSpec
 
 
 @dataclass
@@ -105,7 +105,7 @@ class Learner:
     the reference model's log-probs and the CUDA graphs of the training passes. `kl` is the run's KL
     controller (the trainer moves it after each step; the learner reads its coefficient)."""
 
-    def __init__(self, cfg: DictConfig, policy: torch.nn.Module, reference: torch.nn.Module | None,
+    def __init__(self, cfg: RunSpec, policy: torch.nn.Module, reference: torch.nn.Module | None,
                  tokenizer, kl: KLController):
         self.cfg, self.policy, self.reference, self.tokenizer, self.kl = cfg, policy, reference, tokenizer, kl
         self.device = next(policy.parameters()).device
@@ -324,8 +324,10 @@ class Learner:
 
     def sync_reference(self, step: int) -> None:
         """Move the reference toward the policy after `step` every kl.sync_every steps (kl.sync_alpha)."""
+        if self.reference is None:
+            return
         every = self.cfg.kl.sync_every
-        if self.reference is None or not every or (step + 1) % every:
+        if not every or (step + 1) % every:
             return
         alpha = self.cfg.kl.sync_alpha
         with torch.no_grad():

@@ -21,7 +21,7 @@ import optuna
 from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import get_method
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
@@ -48,7 +48,6 @@ SUMMARISED_ATTR = "rookworld:summarised"  # study user attr: the parent run its 
 STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to close their trials' runs before SIGKILL
 WATCH_INTERVAL_S = 0.2  # how often the launch checks whether a worker ended
 WORKERS_FAILED_EXIT = 1  # the sweep's exit status when a worker failed (reported by it) or died and was not replaced
-_ABSENT = object()
 
 
 class UserError(ValueError):
@@ -268,7 +267,8 @@ def _death(code: int) -> str:
 
 def check_trial_configs(config: DictConfig, context: HydraContext, space: SearchSpace,
                         validate: str | None) -> DictConfig:
-    """Compose the trial config for each probe of the search space; check types and `validate` it."""
+    """Compose the trial config for each probe of the search space and `validate` it (rookworld.config.validate:
+    the typed specs check every value's type and rule)."""
     loader = context.config_loader
     probes = []
     for params in space.probes():
@@ -278,7 +278,6 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
         except Exception as error:  # Hydra's composition errors: a key that does not exist, a bad value
             swept = " ".join(f"{k}={v}" for k, v in params.items())
             raise ConfigError(f"{' '.join(space.fixed)} {swept}: {one_line(error)}".strip()) from error
-    check_override_types(config, loader, space, probes[0])
     if validate:
         check = get_method(validate)
         for probe in probes:
@@ -289,28 +288,6 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
             except Exception as error:  # a check that tripped over a value it did not expect
                 raise ConfigError(f"trial config: {one_line(error)} (from {validate})") from error
     return probes[0]
-
-
-def check_override_types(config: DictConfig, loader: Any, space: SearchSpace, probe: DictConfig) -> None:
-    """A command-line value must keep the type of the value it replaces (`steps=abc` fails here, in one line)."""
-    values = {}
-    for override in space.fixed:
-        key, _, _ = override.partition("=")
-        key = key.lstrip("+~")
-        value = OmegaConf.select(probe, key, default=_ABSENT)
-        if value is not _ABSENT and value is not None and not isinstance(value, (DictConfig, ListConfig)):
-            values[key] = (override, value)
-    if not values:
-        return
-    kept = [o for o in space.fixed if o.partition("=")[0].lstrip("+~") not in values]
-    reference = loader.load_sweep_config(config, [*kept, "trial.number=0"])
-    for key, (override, value) in values.items():
-        default = OmegaConf.select(reference, key, default=None)
-        if isinstance(default, bool) and not isinstance(value, bool):
-            raise ConfigError(f"{key}={value!r}: expected true or false (its default: {default})")
-        if isinstance(default, (int, float)) and not isinstance(default, bool) and (
-                isinstance(value, bool) or not isinstance(value, (int, float))):
-            raise ConfigError(f"{key}={value!r}: expected a number (its default: {default})")
 
 
 def first_missing(path: Path) -> Path | None:

@@ -29,6 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from rookworld.bench.models import load_bench_model  # noqa: E402
 from rookworld.bench.steps import build_trainer  # noqa: E402
+from rookworld.config import load_bench  # noqa: E402
 from rookworld.grpo.loss import LossNormalizer  # noqa: E402
 
 TINY = ["model=rookworld_tiny", "bench.random_weights=false", "bench.full_length=false",
@@ -43,7 +44,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("bench", overrides=[*TINY, *args.overrides])
+        cfg = load_bench(compose("bench", overrides=[*TINY, *args.overrides]))
     device = torch.device("cuda")
     policy, tokenizer, description = load_bench_model(cfg, device)
     trainer = build_trainer(cfg, policy, tokenizer, "fast")
@@ -59,7 +60,7 @@ def main() -> None:
     a_rows = [i for i, problem in enumerate(rows) if problem.task == "A"]
     index = torch.tensor(a_rows)
     inputs, group_size = batch.rows(index), batch.group_size(index)
-    normalizer = LossNormalizer.for_batch(cfg.grpo.loss_type, inputs["mask"], max(trainer.max_new_tokens.values()))
+    normalizer = LossNormalizer.for_batch(cfg.run.grpo.loss_type, inputs["mask"], max(trainer.max_new_tokens.values()))
     print(f"A: rows {len(a_rows)} of {len(rows)}, completion width {inputs['mask'].shape[1]}", flush=True)
 
     def a_work():

@@ -23,6 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from rookworld.bench.models import load_bench_model  # noqa: E402
 from rookworld.bench.steps import build_trainer  # noqa: E402
+from rookworld.config import load_bench  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 sync = torch.cuda.synchronize if CUDA else (lambda: None)
@@ -64,7 +65,7 @@ def main() -> None:
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args()
     with initialize_config_dir(config_dir=str(ROOT / "conf"), version_base=None):
-        cfg = compose("bench", overrides=["bench.random_weights=true", *args.overrides])
+        cfg = load_bench(compose("bench", overrides=["bench.random_weights=true", *args.overrides]))
     policy, tokenizer, description = load_bench_model(cfg, torch.device("cuda" if CUDA else "cpu"))
     trainer = build_trainer(cfg, policy, tokenizer, "fast")
     trainer.sync_phases = False

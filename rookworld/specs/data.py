@@ -1,0 +1,70 @@
+"""conf/data/: the training and held-out problems, one spec per source (data=bundled|rookworld7m). The
+loaders (rookworld/data/positions.py) read a spec's fields as a mapping: `as_mapping()`."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from rookworld.data.arbiter_stream import check_case_shares
+from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
+from rookworld.specs.rules import ConfigError, one_of, require
+
+
+def _require_kind(kind: str, expected: str) -> None:
+    one_of("data.kind", kind, DATA_KINDS)
+    if kind != expected:
+        raise ConfigError(f"data.kind={kind!r}: the data option is {expected}; choose another with data={kind}")
+
+
+@dataclass(frozen=True)
+class BundledData:
+    """Positions shipped in rookworld/data/bundled/; the A: training stream dealt from them."""
+    kind: str
+    policy_train: str | None
+    policy_validation: str | None
+    policy_test: str | None
+    arbiter_train: str | None
+    arbiter_validation: str | None
+    arbiter_test: str | None
+    arbiter_cases: dict[str, float]
+    arbiter_pool_size: int
+    arbiter_pool_walks: int
+    arbiter_seed: int
+
+    def __post_init__(self):
+        _require_kind(self.kind, "bundled")
+        try:
+            check_case_shares(self.arbiter_cases)
+        except ValueError as error:
+            raise ConfigError(str(error)) from None
+        require(self.arbiter_pool_size >= 1, "data.arbiter_pool_size", self.arbiter_pool_size, "must be >= 1")
+        require(self.arbiter_pool_walks >= 1, "data.arbiter_pool_walks", self.arbiter_pool_walks, "must be >= 1")
+
+    def as_mapping(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RookWorld7MData:
+    """The published jrahn/rookworld_7m rows with the known defects corrected (rookworld/data/rookworld7m.py)."""
+    kind: str
+    repo_id: str
+    revision: str | None
+    train_files: tuple[str, ...]
+    heldout_files: tuple[str, ...]
+    heldout: str
+    max_policy_rows: int | None
+    max_arbiter_rows: int | None
+    policy_validation: str | None
+    policy_test: str | None
+    arbiter_validation: str | None
+    arbiter_test: str | None
+
+    def __post_init__(self):
+        _require_kind(self.kind, "rookworld7m")
+        one_of("data.heldout", self.heldout, HELDOUT_SOURCES)
+
+    def as_mapping(self) -> dict:
+        return asdict(self)
+
+
+Data = BundledData | RookWorld7MData

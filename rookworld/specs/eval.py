@@ -1,0 +1,25 @@
+"""conf/eval/: the held-out evaluation with greedy decoding, at step 0, every `every` steps and at the end."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rookworld.data.records import HELD_OUT_SPLITS
+from rookworld.specs.rules import one_of, require
+
+
+@dataclass(frozen=True)
+class Eval:
+    split: str
+    every: int
+    num_policy: int
+    num_arbiter: int
+    batch_size: int
+    num_samples_logged: int
+    cache_dir: str | None
+
+    def __post_init__(self):
+        one_of("eval.split", self.split, HELD_OUT_SPLITS)
+        require(self.every >= 0, "eval.every", self.every, "must be >= 0 (0 = only at the start and the end)")
+        require(self.batch_size >= 1, "eval.batch_size", self.batch_size, "must be >= 1")
+        require(self.cache_dir is None or (isinstance(self.cache_dir, str) and self.cache_dir.strip() != ""),
+                "eval.cache_dir", self.cache_dir, "must be a folder or null (no cache)")

@@ -1,0 +1,80 @@
+"""conf/kl/: the KL penalty against a frozen reference model, one spec per option (kl=none|fixed|adaptive).
+"KL" (logged as `kl`, guarded by `max`) is the per-token k3 estimate; `estimator` selects the penalty term."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rookworld.grpo.kl import ESTIMATORS, PLACEMENTS
+from rookworld.specs.rules import ConfigError, is_device, one_of, require, require_bool
+
+KINDS = ("none", "fixed", "adaptive")
+
+
+def _require_kind(kind: str, expected: str) -> None:
+    one_of("kl.kind", kind, KINDS)
+    if kind != expected:
+        raise ConfigError(f"kl.kind={kind!r}: the kl option is {expected}; choose another with kl={kind}")
+
+
+@dataclass(frozen=True)
+class KLNone:
+    """No penalty term, no reference model, no KL guard."""
+    kind: str
+
+    def __post_init__(self):
+        _require_kind(self.kind, "none")
+
+
+@dataclass(frozen=True)
+class KLFixed:
+    """beta = coef (after the warm-up) times the per-token penalty."""
+    kind: str
+    coef: float
+    estimator: str
+    placement: str
+    bias_correction: bool
+    warmup_steps: int
+    warmup_factor: float
+    max: float | None
+    max_steps_above: int
+    ref_device: str
+    sync_every: int
+    sync_alpha: float
+
+    def __post_init__(self):
+        _require_kind(self.kind, self.expected_kind())
+        one_of("kl.estimator", self.estimator, ESTIMATORS)
+        one_of("kl.placement", self.placement, PLACEMENTS)
+        require_bool(self.bias_correction, "kl.bias_correction")
+        require(self.coef >= 0, "kl.coef", self.coef, "must be >= 0")
+        require(self.sync_every >= 0, "kl.sync_every", self.sync_every, "must be >= 0 (0 = never)")
+        require(0 <= self.sync_alpha <= 1, "kl.sync_alpha", self.sync_alpha, "must be in [0, 1]")
+        require(self.max is None or self.max > 0, "kl.max", self.max, "must be > 0 or null (guard off)")
+        require(self.max_steps_above >= 1, "kl.max_steps_above", self.max_steps_above, "must be >= 1")
+        require(self.ref_device == "same" or is_device(self.ref_device), "kl.ref_device", self.ref_device,
+                "expected same, cpu or cuda:N")
+
+    @staticmethod
+    def expected_kind() -> str:
+        return "fixed"
+
+
+@dataclass(frozen=True)
+class KLAdaptive(KLFixed):
+    """beta follows a controller (Ziegler et al. 2019) steering the measured KL toward `target`."""
+    target: float
+    horizon: int
+
+    def __post_init__(self):
+        super().__post_init__()
+        require(self.coef > 0, "kl.coef", self.coef, "adaptive KL needs a starting coef > 0 (it scales multiplicatively)")
+        require(self.target is not None and self.target > 0, "kl.target", self.target, "adaptive KL needs a target > 0")
+        require(self.horizon is not None and self.horizon > 0, "kl.horizon", self.horizon,
+                "adaptive KL needs a horizon > 0")
+
+    @staticmethod
+    def expected_kind() -> str:
+        return "adaptive"
+
+
+KL = KLNone | KLFixed | KLAdaptive

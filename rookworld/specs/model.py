@@ -1,0 +1,76 @@
+"""conf/model/: where the policy's weights come from, one spec per kind of source: a hub repo
+(model=rookworld_lm_124m), a shipped folder (model=rookworld_tiny) or a random model of a given shape
+(model=tiny, gpt2_124m_random). Each gives rookworld.model.hub.load_model its arguments."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from rookworld.specs.rules import one_of
+
+DTYPES = ("auto", "float32", "bfloat16")
+
+
+def _check_dtype(dtype: str) -> None:
+    one_of("model.dtype", dtype, DTYPES)
+
+
+@dataclass(frozen=True)
+class HubModel:
+    source: str
+    revision: str | None
+    path: str | None
+    dtype: str
+
+    def __post_init__(self):
+        _check_dtype(self.dtype)
+
+    def load_arguments(self) -> dict:
+        return {"source": self.source, "revision": self.revision, "path": self.path}
+
+    def describe(self) -> str:
+        return self.path or self.source
+
+
+@dataclass(frozen=True)
+class FolderModel:
+    source: str
+    path: str | None
+    dtype: str
+
+    def __post_init__(self):
+        _check_dtype(self.dtype)
+
+    def load_arguments(self) -> dict:
+        return {"source": self.source, "path": self.path}
+
+    def describe(self) -> str:
+        return self.path or self.source
+
+
+@dataclass(frozen=True)
+class TinyShape:
+    seed: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+    n_positions: int
+    vocab_size: int | None
+
+
+@dataclass(frozen=True)
+class RandomModel:
+    path: str | None
+    tiny: TinyShape
+    dtype: str
+
+    def __post_init__(self):
+        _check_dtype(self.dtype)
+
+    def load_arguments(self) -> dict:
+        return {"path": self.path, "tiny": asdict(self.tiny)}
+
+    def describe(self) -> str:
+        return self.path or "tiny"
+
+
+Model = HubModel | FolderModel | RandomModel

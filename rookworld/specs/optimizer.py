@@ -1,0 +1,60 @@
+"""conf/optimizer/: the torch optimizer, one spec per option (optimizer=adamw|sgd), and the shared
+schedule (linear warm-up, cosine to a floor; rookworld/optim.py)."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from rookworld.specs.rules import ConfigError, one_of, require
+
+NAMES = ("adamw", "sgd")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What every optimizer option shares: the name and the LR schedule."""
+    name: str
+    lr: float
+    warmup_steps: int
+    min_lr_ratio: float
+
+    def __post_init__(self):
+        one_of("optimizer.name", self.name, NAMES)
+        expected = self.expected_name()
+        if self.name != expected:
+            raise ConfigError(f"optimizer.name={self.name!r}: the optimizer option is {expected}; "
+                              f"choose another with optimizer={self.name}")
+        require(isinstance(self.lr, (int, float)) and self.lr > 0 and math.isfinite(self.lr), "optimizer.lr",
+                self.lr, "must be a positive finite number")
+        require(self.warmup_steps >= 0, "optimizer.warmup_steps", self.warmup_steps, "must be >= 0")
+        require(0 <= self.min_lr_ratio <= 1, "optimizer.min_lr_ratio", self.min_lr_ratio, "must be in [0, 1]")
+
+    @staticmethod
+    def expected_name() -> str:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True)
+class AdamW(Schedule):
+    betas: tuple[float, float]
+    weight_decay: float
+    eps: float
+    fused: bool
+
+    @staticmethod
+    def expected_name() -> str:
+        return "adamw"
+
+
+@dataclass(frozen=True)
+class SGD(Schedule):
+    momentum: float
+    nesterov: bool
+    weight_decay: float
+
+    @staticmethod
+    def expected_name() -> str:
+        return "sgd"
+
+
+Optimizer = AdamW | SGD

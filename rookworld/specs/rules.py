@@ -1,0 +1,56 @@
+"""The rule helpers every spec uses: a bad value raises ConfigError("key=value: rule"), which the entry
+points print as one line `rookworld: error: key=value: rule` and exit 2 (rookworld/errors.py)."""
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+class ConfigError(ValueError):
+    """A config value the run cannot start with; the message names the key and the value."""
+
+
+def require(ok: bool, key: str, value, rule: str) -> None:
+    """Raise ConfigError("key=value: rule") unless ok."""
+    if not ok:
+        raise ConfigError(f"{key}={value!r}: {rule}")
+
+
+def one_of(key: str, value, options: tuple) -> None:
+    require(value in options, key, value, f"expected one of {', '.join(options)}")
+
+
+def require_bool(value, key: str) -> None:
+    require(isinstance(value, bool), key, value, "must be true or false")
+
+
+def require_int(value, key: str, least: int, note: str = "") -> None:
+    require(isinstance(value, int) and not isinstance(value, bool) and value >= least, key, value,
+            f"must be an integer >= {least}{note}")
+
+
+def is_number(value) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def is_device(name) -> bool:
+    try:
+        torch.device(name)
+        return True
+    except (RuntimeError, TypeError):
+        return False
+
+
+def resolve_device(name: str) -> torch.device:
+    """`device`: auto is cuda when CUDA is available, else cpu; a cuda device without CUDA fails."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return require_available(name, "device", "cpu or auto")
+
+
+def require_available(name: str, key: str, instead: str) -> torch.device:
+    device = torch.device(name)
+    require(device.type != "cuda" or torch.cuda.is_available(), key, name,
+            f"CUDA is not available on this machine (use {key}={instead})")
+    return device

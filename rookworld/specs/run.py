@@ -1,0 +1,107 @@
+"""RunSpec: one GRPO run (conf/config.yaml with its groups), the groups' specs plus the top-level knobs.
+Rules that need several groups sit in RunSpec.__post_init__; each group checks its own keys."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rookworld.specs.data import Data
+from rookworld.specs.eval import Eval
+from rookworld.specs.grpo import GRPO
+from rookworld.specs.guards import Guards
+from rookworld.specs.kl import KL, KLFixed, KLNone
+from rookworld.specs.model import Model
+from rookworld.specs.optimizer import Optimizer
+from rookworld.specs.reward import Graduated, Reward
+from rookworld.specs.rules import is_device, require, require_available, require_bool, resolve_device
+from rookworld.specs.sampling import Sampling
+from rookworld.specs.task_mix import TaskMix
+from rookworld.specs.tracking import Tracking
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    every: int
+    save_final: bool
+    dir: str
+
+    def __post_init__(self):
+        require(self.every >= 0, "checkpoint.every", self.every, "must be >= 0 (0 = off)")
+
+
+@dataclass(frozen=True)
+class ResumeCheck:
+    may_change: tuple[str, ...]
+    accept_changes: bool
+
+    def __post_init__(self):
+        require(isinstance(self.may_change, tuple) and all(isinstance(p, str) and p for p in self.may_change),
+                "resume_check.may_change", self.may_change, "must be a list of key patterns")
+        require_bool(self.accept_changes, "resume_check.accept_changes")
+
+
+@dataclass(frozen=True)
+class Objective:
+    failure_penalty: float
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    seed: int
+    device: str
+    steps: int
+    time_limit_min: float | None
+    prompts_per_step: int
+    log_every: int
+    checkpoint: Checkpoint
+    resume_from: str | None
+    resume_check: ResumeCheck
+    objective: Objective
+    model: Model
+    grpo: GRPO
+    sampling: Sampling
+    reward: Reward
+    kl: KL
+    optimizer: Optimizer
+    task_mix: TaskMix
+    data: Data
+    eval: Eval
+    guards: Guards
+    tracking: Tracking
+    trial: dict[str, Any]  # the sweep's (conf/trial/): read by rookworld/sweep/ only
+    # The resolved config as plain data (no hydra node): what a checkpoint's config.yaml stores, what a
+    # resume compares and what keys the step-0 evaluation cache. Not a knob.
+    resolved: dict[str, Any] = field(repr=False, compare=False)
+
+    def __post_init__(self):
+        require(self.steps >= 0, "steps", self.steps, "must be >= 0")
+        require(self.prompts_per_step >= 1, "prompts_per_step", self.prompts_per_step, "must be >= 1")
+        require(self.log_every >= 1, "log_every", self.log_every, "must be >= 1")
+        require(self.time_limit_min is None or self.time_limit_min > 0, "time_limit_min", self.time_limit_min,
+                "must be > 0 or null (no limit)")
+        batch = self.prompts_per_step * self.grpo.group_size
+        require(1 <= self.grpo.num_minibatches <= batch, "grpo.num_minibatches", self.grpo.num_minibatches,
+                f"must be between 1 and prompts_per_step * group_size = {batch}")
+        self._check_reward_aggregation()
+        check_device(self.device)
+        if isinstance(self.kl, KLFixed) and self.kl.ref_device != "same":
+            require_available(self.kl.ref_device, "kl.ref_device", "same or cpu")
+
+    def _check_reward_aggregation(self) -> None:
+        aggregation = self.grpo.reward_aggregation
+        if aggregation != "normalize_then_sum":
+            return
+        require(isinstance(self.reward, Graduated), "grpo.reward_aggregation", aggregation,
+                "needs reward=graduated (a weighted sum of criteria)")
+        require(not self.grpo.reward_norm.enabled, "grpo.reward_aggregation", aggregation,
+                "normalises the criteria itself: turn grpo.reward_norm.enabled off")
+        require(isinstance(self.kl, KLNone) or self.kl.placement == "loss", "grpo.reward_aggregation", aggregation,
+                "takes no KL in the reward: use kl.placement=loss")
+
+
+def check_device(device: str, present: bool = True) -> None:
+    """`device`: a valid name, and with `present` CUDA on this machine when it names cuda (a run fails
+    here, before it opens)."""
+    require(device == "auto" or is_device(device), "device", device, "expected auto, cpu, cuda or cuda:N")
+    if present:
+        resolve_device(device)

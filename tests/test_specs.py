@@ -1,0 +1,89 @@
+"""The typed specs (rookworld/specs/) and their loader (rookworld/config.py): every option of every group
+builds its spec, a key belongs only to the option that uses it, and a bad value, type, key or option fails
+in one line `key=value: rule`."""
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rookworld.config import ConfigError, compose, load_run
+from rookworld.specs.kl import KLAdaptive, KLFixed, KLNone
+from rookworld.specs.optimizer import AdamW
+
+CONF = Path(__file__).resolve().parents[1] / "conf"
+OPTION_GROUPS = ("kl", "model", "optimizer", "data", "reward", "tracking")
+
+
+def options() -> list[tuple[str, str]]:
+    return [(group, path.stem) for group in OPTION_GROUPS for path in sorted((CONF / group).glob("*.yaml"))]
+
+
+def target_of(group: str, option: str) -> str:
+    node = yaml.safe_load((CONF / group / f"{option}.yaml").read_text())
+    return (node.get(group) or node)["_target_"]  # tracking/ is a global package: its keys sit under `tracking:`
+
+
+@pytest.mark.parametrize("group, option", options())
+def test_every_option_builds_the_spec_its_target_names(group, option):
+    spec = load_run(compose([f"{group}={option}", "device=cpu"]))
+    built = getattr(spec, group)
+    assert f"{type(built).__module__}.{type(built).__name__}" == target_of(group, option)
+    fields = {f.name for f in dataclasses.fields(built)}
+    composed = set(spec.resolved[group]) - {"_target_"}
+    assert composed == fields  # every key of the option is a field of its spec, and the other way round
+
+
+def test_no_config_key_is_marked_unused():
+    marked = [f"{path.relative_to(CONF)}:{number}" for path in sorted(CONF.rglob("*.yaml"))
+              for number, line in enumerate(path.read_text().splitlines(), 1) if "unused" in line]
+    assert not marked, marked
+
+
+def test_kl_options_are_told_apart_by_type():
+    kinds = {option: type(load_run(compose([f"kl={option}", "device=cpu"])).kl) for option in ("none", "fixed", "adaptive")}
+    assert kinds == {"none": KLNone, "fixed": KLFixed, "adaptive": KLAdaptive}
+    assert [f.name for f in dataclasses.fields(KLNone)] == ["kind"]  # no reference, no coefficient, no guard
+
+
+def test_a_spec_is_frozen():
+    spec = load_run(compose(["device=cpu"]))
+    assert isinstance(spec.optimizer, AdamW)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.optimizer.lr = 1.0
+
+
+@pytest.mark.parametrize("overrides, line", [
+    (["steps=abc"], "steps='abc': expected an integer"),
+    (["grpo.cuda_graphs=maybe"], "grpo.cuda_graphs='maybe': expected true or false"),
+    (["optimizer.lr=fast"], "optimizer.lr='fast': expected a number"),
+    (["kl.kind=adaptive"], "kl.kind='adaptive': the kl option is fixed; choose another with kl=adaptive"),
+    (["optimizer.name=sgd"], "optimizer.name='sgd': the optimizer option is adamw; choose another with optimizer=sgd"),
+    (["+kl.foo=1"], "kl=['foo']: unknown key(s) for KLFixed: expected kind, coef, "),
+    (["kl._target_=rookworld.specs.optimizer.AdamW"], "kl._target_='rookworld.specs.optimizer.AdamW': expected one of "),
+    (["kl._target_=rookworld.specs.kl.Nothing"], "kl._target_='rookworld.specs.kl.Nothing': expected one of rookworld.specs.kl.KLNone, "),
+    (["grpo.entropy.min=2"], "grpo.entropy.min=2: must be <= grpo.entropy.max=1.0"),
+    (["grpo.top_entropy_quantile=0"], "grpo.top_entropy_quantile=0: must be in (0, 1]"),
+    (["grpo.reward_aggregation=normalize_then_sum", "reward=exact"],
+     "grpo.reward_aggregation='normalize_then_sum': needs reward=graduated"),
+    (["grpo.num_minibatches=100"], "grpo.num_minibatches=100: must be between 1 and prompts_per_step * group_size = 64"),
+    (["kl=adaptive", "kl.horizon=0"], "kl.horizon=0: adaptive KL needs a horizon > 0"),
+    (["resume_check.may_change=[]", "resume_check.accept_changes=yes"], "resume_check.accept_changes='yes': expected true"),
+    (["guards.grad_norm.steps_above=0"], "guards.grad_norm.steps_above=0: must be an integer >= 1"),
+    (["model=tiny", "model.dtype=float16"], "model.dtype='float16': expected one of auto, float32, bfloat16"),
+])
+def test_a_bad_value_fails_in_one_line_naming_it(overrides, line):
+    with pytest.raises(ConfigError) as error:
+        load_run(compose([*overrides, "device=cpu"]))
+    message = str(error.value)
+    assert message.startswith(line) and "\n" not in message, message
+
+
+def test_the_resolved_config_is_what_a_checkpoint_stores():
+    spec = load_run(compose(["kl=adaptive", "device=cpu", "checkpoint.dir=/tmp/x"]))
+    assert spec.resolved["kl"]["target"] == spec.kl.target and spec.resolved["checkpoint"]["dir"] == "/tmp/x"
+    assert "hydra" not in spec.resolved
+    assert re.fullmatch(r"\$\{hydra:.*\}/checkpoints", load_run(compose(["device=cpu"])).checkpoint.dir)
