@@ -157,13 +157,13 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
 @pytest.mark.parametrize("override, key", [
     ("grpo.group_size=1", "grpo.group_size=1"),
     ("optimizer.lr=-1e-5", "optimizer.lr=-1e-05"),
-    ("kl.estimator=k9", "kl.estimator='k9'"),
+    ("kl=fixed kl.estimator=k9", "kl.estimator='k9'"),
     ("task_mix.P=0.5", "task_mix="),
     ("steps=abc", "steps='abc': expected an integer"),
-    ("kl.kind=adaptive", "kl.kind='adaptive': the kl option is fixed"),
+    ("kl=fixed kl.kind=adaptive", "kl.kind='adaptive': the kl option is fixed"),
 ])
 def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key):
-    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", override],
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()

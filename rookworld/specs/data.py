@@ -6,13 +6,7 @@ from dataclasses import asdict, dataclass
 
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
-from rookworld.specs.rules import ConfigError, one_of, require
-
-
-def _require_kind(kind: str, expected: str) -> None:
-    one_of("data.kind", kind, DATA_KINDS)
-    if kind != expected:
-        raise ConfigError(f"data.kind={kind!r}: the data option is {expected}; choose another with data={kind}")
+from rookworld.specs.rules import ConfigError, one_of, require, require_option
 
 
 @dataclass(frozen=True)
@@ -31,7 +25,7 @@ class BundledData:
     arbiter_seed: int
 
     def __post_init__(self):
-        _require_kind(self.kind, "bundled")
+        require_option("data", "kind", self.kind, DATA_KINDS, "bundled")
         try:
             check_case_shares(self.arbiter_cases)
         except ValueError as error:
@@ -60,7 +54,7 @@ class RookWorld7MData:
     arbiter_test: str | None
 
     def __post_init__(self):
-        _require_kind(self.kind, "rookworld7m")
+        require_option("data", "kind", self.kind, DATA_KINDS, "rookworld7m")
         one_of("data.heldout", self.heldout, HELDOUT_SOURCES)
 
     def as_mapping(self) -> dict:

@@ -5,15 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from rookworld.grpo.kl import ESTIMATORS, PLACEMENTS
-from rookworld.specs.rules import ConfigError, is_device, one_of, require, require_bool
+from rookworld.specs.rules import is_device, one_of, require, require_bool, require_option
 
 KINDS = ("none", "fixed", "adaptive")
-
-
-def _require_kind(kind: str, expected: str) -> None:
-    one_of("kl.kind", kind, KINDS)
-    if kind != expected:
-        raise ConfigError(f"kl.kind={kind!r}: the kl option is {expected}; choose another with kl={kind}")
 
 
 @dataclass(frozen=True)
@@ -22,7 +16,7 @@ class KLNone:
     kind: str
 
     def __post_init__(self):
-        _require_kind(self.kind, "none")
+        require_option("kl", "kind", self.kind, KINDS, "none")
 
 
 @dataclass(frozen=True)
@@ -42,7 +36,7 @@ class KLFixed:
     sync_alpha: float
 
     def __post_init__(self):
-        _require_kind(self.kind, self.expected_kind())
+        require_option("kl", "kind", self.kind, KINDS, self.expected_kind())
         one_of("kl.estimator", self.estimator, ESTIMATORS)
         one_of("kl.placement", self.placement, PLACEMENTS)
         require_bool(self.bias_correction, "kl.bias_correction")

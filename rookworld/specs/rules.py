@@ -21,6 +21,15 @@ def one_of(key: str, value, options: tuple) -> None:
     require(value in options, key, value, f"expected one of {', '.join(options)}")
 
 
+def require_option(group: str, key: str, value: str, options: tuple, expected: str) -> None:
+    """An option's own name field (e.g. kl.kind) names that option: a user who sets it to another
+    option is told to choose that option instead (kl=adaptive), in one line."""
+    one_of(f"{group}.{key}", value, options)
+    if value != expected:
+        raise ConfigError(f"{group}.{key}={value!r}: the {group} option is {expected}; choose another with "
+                          f"{group}={value}")
+
+
 def require_bool(value, key: str) -> None:
     require(isinstance(value, bool), key, value, "must be true or false")
 

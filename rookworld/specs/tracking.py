@@ -5,16 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from rookworld.specs.rules import ConfigError, is_number, require, require_bool
+from rookworld.specs.rules import is_number, require, require_bool, require_option
 
 BACKENDS = ("mlflow", "none")
-
-
-def _require_backend(backend: str, expected: str) -> None:
-    require(backend in BACKENDS, "tracking.backend", backend, f"expected one of {', '.join(BACKENDS)}")
-    if backend != expected:
-        raise ConfigError(f"tracking.backend={backend!r}: the tracking option is {expected}; "
-                          f"choose another with tracking={backend}")
 
 
 @dataclass(frozen=True)
@@ -24,7 +17,7 @@ class NoTracking:
     log_checkpoint: ClassVar[bool] = False  # there is no store to upload a checkpoint to
 
     def __post_init__(self):
-        _require_backend(self.backend, "none")
+        require_option("tracking", "backend", self.backend, BACKENDS, "none")
 
 
 @dataclass(frozen=True)
@@ -42,7 +35,7 @@ class MLflowTracking:
     run_link: dict[str, Any] | None  # where the run is filed: a factory by _target_ (rookworld/hooks.py)
 
     def __post_init__(self):
-        _require_backend(self.backend, "mlflow")
+        require_option("tracking", "backend", self.backend, BACKENDS, "mlflow")
         require_bool(self.log_checkpoint, "tracking.log_checkpoint")
         for key in ("flush_interval_s", "connect_timeout_s"):
             value = getattr(self, key)
