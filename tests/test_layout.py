@@ -78,12 +78,11 @@ def _type_checking_nodes(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The rookworld modules `name` imports anywhere in its source (`from a.b import c` counts as
-    a.b.c when that is a module, else as a.b)."""
+def imported_names(path: Path, package: str) -> set[str]:
+    """Every module name the source at `path` imports anywhere, bar `if TYPE_CHECKING:` (relative
+    imports resolved against `package`; `from a.b import c` gives both a.b and a.b.c)."""
     tree = ast.parse(path.read_text(), str(path))
     skipped = _type_checking_nodes(tree)
-    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
         if id(node) in skipped:
@@ -97,7 +96,14 @@ def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str
                 base = ".".join(anchor + ([base] if base else []))
             found.add(base)
             found.update(f"{base}.{alias.name}" for alias in node.names)
-    return {m for m in found if m in modules and m != name}
+    return found
+
+
+def imported_modules(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The rookworld modules `name` imports anywhere in its source (`from a.b import c` counts as
+    a.b.c when that is a module, else as a.b)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return {m for m in imported_names(path, package) if m in modules and m != name}
 
 
 def import_graph(modules: dict[str, Path]) -> dict[str, set[str]]:
@@ -158,18 +164,9 @@ def layering_violations(graph: dict[str, set[str]], entries: set[str]) -> list[s
 
 
 def config_libraries_imported(path: Path) -> set[str]:
-    """Which of CONFIG_LIBRARIES the module at `path` imports anywhere (bar `if TYPE_CHECKING:`)."""
-    tree = ast.parse(path.read_text(), str(path))
-    skipped = _type_checking_nodes(tree)
-    names = set()
-    for node in ast.walk(tree):
-        if id(node) in skipped:
-            continue
-        if isinstance(node, ast.Import):
-            names.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and not node.level:
-            names.add(node.module or "")
-    return {library for library in CONFIG_LIBRARIES for name in names
+    """Which of CONFIG_LIBRARIES the module at `path` imports anywhere (bar `if TYPE_CHECKING:`; a
+    relative import, resolved against no package, names none of them)."""
+    return {library for library in CONFIG_LIBRARIES for name in imported_names(path, "")
             if name == library or name.startswith(library + ".")}
 
 
