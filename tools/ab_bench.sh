@@ -7,7 +7,7 @@
 # self-check. Prints each run's median step and, per shape, the ratio of the medians (B / A).
 set -u
 base=$1 head=${2:-.} steps=${3:-20}
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+[ "${WHEELS_INSTALLED:-0}" = 1 ] || python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
     .whl/*.whl || exit 1
 for tree in "$base" "$head"; do
     [ -e "$tree/rookworld/assets" ] || ln -s "$PWD/rookworld/assets" "$tree/rookworld/assets"

@@ -5,9 +5,7 @@
 #      the budget it chooses for BUDGET_S seconds of re-annotation of all bundled P: positions
 #   2. the bundled P: files re-annotated at that budget (annotate --relabel)
 #   3. the held-out evaluation time per 1,000 problems on the GPU and on the CPU (rookworld.bench.eval_time)
-#   4. RECIPE=1: the recipe (experiment=grpo_rookworld_tiny, 400 steps) for seeds 0 and 1 on the old data
-#      (OLD_TRAIN, the earlier pools and caps) and on the new, each final model evaluated on EVAL_N P: +
-#      EVAL_N A: problems of the validation and of the test part
+#   4. RECIPE=1: tools/recipe_device.sh (the recipe, 400 steps, seeds 0 and 1, on the old data and the new)
 # Usage, from the repository root, with the wheels installed and Stockfish at $STOCKFISH:
 #   STOCKFISH=bin/stockfish OLD_TRAIN=outputs/old_data/train.jsonl.gz RECIPE=1 bash tools/ground_truth_device.sh
 # BUDGET_S (110) is the re-annotation time the chosen budget must fit; LADDER the label budgets tried,
@@ -45,27 +43,4 @@ python3 -m rookworld.bench.eval_time --repeats 1 experiment=grpo_rookworld_tiny 
     eval.num_arbiter=50 eval.batch_size=100 2>&1 | tail -2 | tee "$OUT/eval_time_cpu.log"
 
 [ "${RECIPE:-0}" = 1 ] || exit 0
-echo "== recipe, old and new data, seeds 0 and 1"
-old=(data.policy_train="$(realpath "$OLD_TRAIN")" data.arbiter_pool_size=100 data.arbiter_pool_walks=1500
-     sampling.max_new_tokens.P=112 sampling.max_new_tokens.A=64)
-mkdir -p "$OUT/recipe"
-for data in old new; do
-    extra=(); [ "$data" = old ] && extra=("${old[@]}")
-    for seed in 0 1; do
-        python3 -m rookworld.train experiment=grpo_rookworld_tiny seed=$seed time_limit_min=null tracking=none \
-            checkpoint.save_final=true hydra.run.dir=outputs/recipe/$data/seed_$seed "${extra[@]}" \
-            > "$OUT/recipe/${data}_s$seed.log" 2>&1 &
-    done
-done
-wait
-for data in old new; do
-    for seed in 0 1; do
-        for part in validation test; do
-            python3 -m rookworld.bench.eval_time --repeats 1 experiment=grpo_rookworld_tiny \
-                model.path=outputs/recipe/$data/seed_$seed/checkpoints/step_000400 eval.split=$part \
-                eval.num_policy="$EVAL_N" eval.num_arbiter="$EVAL_N" > "$OUT/recipe/final_${data}_s${seed}_$part.log" 2>&1 &
-        done
-    done
-done
-wait
-grep -H '^metrics' "$OUT"/recipe/final_*.log
+OUT=$OUT EVAL_N=$EVAL_N bash tools/recipe_device.sh
