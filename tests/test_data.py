@@ -127,7 +127,8 @@ def arbiter_case(truth: ArbiterTruth) -> str:
 
 def test_a_move_case_is_illegal_unless_the_move_is_legal() -> None:
     start = chess.STARTING_FEN
-    assert [move_case(start, uci) for uci in ("e2e4", "e2e5", "e7e5", "zz")] == ["normal", "illegal", "illegal", "illegal"]
+    cases = [move_case(start, uci) for uci in ("e2e4", "e2e5", "e7e5", "zz")]
+    assert cases == ["normal", "illegal", "illegal", "illegal"]
     assert move_case("k7/8/8/8/8/8/8/K6R w - - 0 1", "h1h8") == "normal"  # a check, not a mate
     assert move_case("7k/8/6K1/8/8/8/8/R7 w - - 0 1", "a1a8") == "checkmate"
 
@@ -146,7 +147,7 @@ def test_the_evaluation_takes_the_first_held_out_problems_of_each_case_in_its_sh
     held = load_arbiter_problems("validation")
     chosen = eval_problems(eval_spec(num_policy=0, num_arbiter=256, arbiter_cases=TRAINED_MIX), [], held)
     counts = {"normal": 77, "illegal": 102, "insufficient": 38, "checkmate": 13, "stalemate": 13, "castling": 13}
-    assert case_counts(TRAINED_MIX, 256) == counts  # the shares x 256 rounded, the left-over 4 to the largest remainders
+    assert case_counts(TRAINED_MIX, 256) == counts  # shares x 256 rounded down, 4 left to the largest remainders
     assert Counter(arbiter_case(p.truth) for p in chosen) == counts
     positions = [held.index(p) for p in chosen]
     assert positions == sorted(positions)
