@@ -7,13 +7,15 @@ import copy
 
 import torch
 
+from rookworld.data.arbiter_stream import case_counts
+from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import load_model
 from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
 from rookworld.specs.kl import KL, KLFixed
 from rookworld.specs.model import Model
-from rookworld.specs.rules import resolve_device
+from rookworld.specs.rules import require, resolve_device
 from rookworld.specs.run import RunSpec
 from rookworld.trainer import Trainer
 
@@ -21,8 +23,8 @@ from rookworld.trainer import Trainer
 def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     """The Trainer of `spec` (it resumes itself when spec.resume_from is set); `hooks`: its StepHooks."""
     device = resolve_device(spec.device)
+    heldout = eval_problems(spec.eval, *heldout_problems(spec.eval.split, spec.data))  # its errors before the model loads
     policy, tokenizer = load_policy(spec.model, device)
-    heldout = eval_problems(spec.eval, *heldout_problems(spec.eval.split, spec.data))
     return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, spec.kl, device),
                    reward_fn=spec.reward.build(), sampler=make_sampler(spec), heldout=heldout,
                    tracker=tracker, hooks=list(hooks or []))
@@ -35,9 +37,28 @@ def heldout_problems(split: str, data: Data) -> tuple[list, list]:
 
 
 def eval_problems(eval_spec: Eval, policy_heldout: list, arbiter_heldout: list) -> list:
-    """The held-out problems evaluated: the first eval.num_policy P: and eval.num_arbiter A: ones (of
-    the part eval.split names)."""
-    return policy_heldout[: eval_spec.num_policy] + arbiter_heldout[: eval_spec.num_arbiter]
+    """The held-out problems evaluated (of the part eval.split names): the first eval.num_policy P: ones,
+    and the first eval.num_arbiter A: ones or, with eval.arbiter_cases, that many in those case shares."""
+    if eval_spec.arbiter_cases is None:
+        return policy_heldout[: eval_spec.num_policy] + arbiter_heldout[: eval_spec.num_arbiter]
+    return policy_heldout[: eval_spec.num_policy] + _first_of_each_case(arbiter_heldout, eval_spec)
+
+
+def _first_of_each_case(problems: list, eval_spec: Eval) -> list:
+    """eval.num_arbiter of `problems` in the eval.arbiter_cases shares, the first of each case in their
+    order; a ConfigError when the held-out part has fewer of a case than its share asks."""
+    counts = case_counts(eval_spec.arbiter_cases, eval_spec.num_arbiter)
+    taken, chosen = dict.fromkeys(counts, 0), []
+    for problem in problems:
+        case = move_case(problem.truth.fen, problem.truth.move)
+        if taken.get(case, 0) < counts.get(case, 0):
+            taken[case] += 1
+            chosen.append(problem)
+    for case, count in counts.items():
+        require(taken[case] == count, f"eval.arbiter_cases.{case}", eval_spec.arbiter_cases[case],
+                f"{count} of eval.num_arbiter={eval_spec.num_arbiter} asked, the held-out {eval_spec.split} "
+                f"part has {taken[case]}")
+    return chosen
 
 
 def make_sampler(spec: RunSpec) -> ProblemSampler:

@@ -105,8 +105,9 @@ def score_standard_error(tasks: list[str], values: list[float]) -> float:
 
 
 def describe_change(before: EvalResult, after: EvalResult, tasks: list[str], at_step: int) -> str:
-    """One line: eval/score from `before` to `after` with the paired standard error of the change, whether
-    it rose beyond that error, how many held-out problems scored better and worse, and the held-out metrics
+    """One line: eval/score from `before` to `after` with the paired standard error of the change (from the
+    per-problem differences after - before on the same problems, not the error of one score), whether it
+    rose beyond that error, how many held-out problems scored better and worse, and the held-out metrics
     (per-slice ones included) that rose and that fell."""
     change = after.score - before.score
     differences = [b - a for a, b in zip(before.problem_scores, after.problem_scores)]
@@ -118,6 +119,6 @@ def describe_change(before: EvalResult, after: EvalResult, tasks: list[str], at_
     rose = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b > a]
     fell = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b < a]
     return (f"{verdict} after {at_step} steps: eval/score {before.score:.4f} -> {after.score:.4f} "
-            f"({change:+.4f}, standard error of the change {paired:.4f} over {len(tasks)} held-out problems: "
+            f"({change:+.4f}, paired standard error {paired:.4f} from the changes of {len(tasks)} held-out problems: "
             f"{better} better, {worse} worse)"
             + (f"; rose: {', '.join(rose)}" if rose else "") + (f"; fell: {', '.join(fell)}" if fell else ""))

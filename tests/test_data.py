@@ -15,7 +15,10 @@ from omegaconf import OmegaConf
 from rookworld.data import annotate, rookworld7m
 from rookworld.data.load_time import load_files_uncached, start_arbiter_stream_uncached
 from rookworld.data.records import HELD_OUT_SPLITS, SPLITS, position_key, read_jsonl
-from rookworld.data.move_cases import illegal_moves, legal_move_case
+from rookworld.components import eval_problems
+from rookworld.config import spec_of
+from rookworld.data.arbiter_stream import case_counts
+from rookworld.data.move_cases import illegal_moves, move_case
 from rookworld.data.positions import (
     BUNDLED,
     arbiter_training_stream,
@@ -24,6 +27,8 @@ from rookworld.data.positions import (
     load_policy_problems,
 )
 from rookworld.data.rookworld7m import DatasetUnavailableError, load_rookworld7m
+from rookworld.specs.eval import Eval
+from rookworld.specs.rules import ConfigError
 from rookworld.tasks import ArbiterTruth, PolicyTruth
 
 STOCKFISH = "/usr/games/stockfish"
@@ -117,8 +122,47 @@ def test_loaders_give_problems_with_recomputed_truths() -> None:
 
 
 def arbiter_case(truth: ArbiterTruth) -> str:
-    board, move = chess.Board(truth.fen), chess.Move.from_uci(truth.move)
-    return legal_move_case(board, move) if move in board.legal_moves else "illegal"
+    return move_case(truth.fen, truth.move)
+
+
+def test_a_move_case_is_illegal_unless_the_move_is_legal() -> None:
+    start = chess.STARTING_FEN
+    cases = [move_case(start, uci) for uci in ("e2e4", "e2e5", "e7e5", "zz")]
+    assert cases == ["normal", "illegal", "illegal", "illegal"]
+    assert move_case("k7/8/8/8/8/8/8/K6R w - - 0 1", "h1h8") == "normal"  # a check, not a mate
+    assert move_case("7k/8/6K1/8/8/8/8/R7 w - - 0 1", "a1a8") == "checkmate"
+
+
+# -- the held-out A: problems evaluated ------------------------------------------------------------
+
+TRAINED_MIX = {"normal": 0.3, "illegal": 0.4, "insufficient": 0.15, "checkmate": 0.05, "stalemate": 0.05,
+               "castling": 0.05}
+
+
+def eval_spec(**knobs) -> Eval:
+    return spec_of(Eval, {**OmegaConf.to_container(OmegaConf.load(CONF / "eval" / "default.yaml")), **knobs}, "eval")
+
+
+def test_the_evaluation_takes_the_first_held_out_problems_of_each_case_in_its_shares() -> None:
+    held = load_arbiter_problems("validation")
+    chosen = eval_problems(eval_spec(num_policy=0, num_arbiter=256, arbiter_cases=TRAINED_MIX), [], held)
+    counts = {"normal": 77, "illegal": 102, "insufficient": 38, "checkmate": 13, "stalemate": 13, "castling": 13}
+    assert case_counts(TRAINED_MIX, 256) == counts  # shares x 256 rounded down, 4 left to the largest remainders
+    assert Counter(arbiter_case(p.truth) for p in chosen) == counts
+    positions = [held.index(p) for p in chosen]
+    assert positions == sorted(positions)
+    for case, count in counts.items():
+        assert [p for p in chosen if arbiter_case(p.truth) == case] == \
+            [p for p in held if arbiter_case(p.truth) == case][:count]
+    assert eval_problems(eval_spec(num_policy=0, num_arbiter=5), [], held) == held[:5]  # null: file order
+
+
+def test_held_out_case_shares_are_checked() -> None:
+    with pytest.raises(ConfigError, match=r"^eval.arbiter_cases: the shares must sum to 1, got 0.5$"):
+        eval_spec(arbiter_cases={"normal": 0.5})
+    with pytest.raises(ConfigError, match=r"^eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, "
+                                          r"the held-out validation part has 300$"):
+        eval_problems(eval_spec(num_arbiter=1500, arbiter_cases=TRAINED_MIX), [], load_arbiter_problems("validation"))
 
 
 def test_arbiter_training_stream_has_the_configured_case_shares() -> None:

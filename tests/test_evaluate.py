@@ -30,8 +30,8 @@ def test_the_final_line_says_improved_only_beyond_the_paired_standard_error():
     before = result([0.5, 0.5, 0.5, 0.5], **{"eval/A/next_state": 0.5})
     consistent = result([0.6, 0.7, 0.6, 0.7], **{"eval/A/next_state": 0.75})
     line = describe_change(before, consistent, tasks, at_step=6)
-    assert line.startswith("improved after 6 steps: eval/score 0.5000 -> 0.6500 (+0.1500, standard error of the "
-                           "change 0.0354 over 4 held-out problems: 4 better, 0 worse)")
+    assert line.startswith("improved after 6 steps: eval/score 0.5000 -> 0.6500 (+0.1500, paired standard error "
+                           "0.0354 from the changes of 4 held-out problems: 4 better, 0 worse)")
     assert line.endswith("; rose: eval/A/next_state 0.500 -> 0.750")
     mixed = result([0.9, 0.1, 0.9, 0.3])  # +0.05 on average, with a spread far larger than that
     assert describe_change(before, mixed, tasks, at_step=6).startswith("no gain beyond the standard error")
@@ -44,6 +44,17 @@ def test_the_final_line_names_what_rose_and_what_fell_per_slice_included():
     after = result([0.5, 0.5, 0.9, 0.4], **{"eval/A/format": 0.8, "eval/A/next_state/illegal": 0.5,
                                             "eval/A/score": 0.65})
     line = describe_change(before, after, tasks, at_step=3)
-    assert "over 4 held-out problems: 1 better, 1 worse)" in line
+    assert "from the changes of 4 held-out problems: 1 better, 1 worse)" in line
     assert line.endswith("; rose: eval/A/next_state/illegal 0.250 -> 0.500, eval/A/score 0.500 -> 0.650"
                          "; fell: eval/A/format 0.900 -> 0.800")
+
+
+def test_the_change_is_judged_by_the_paired_error_not_by_the_error_of_one_score():
+    """Problems far apart in score that each gain about 0.05: the rise is a fifth of the standard error of
+    one evaluation's score, yet seven times the standard error of the per-problem changes."""
+    tasks = ["P", "P", "A", "A"]
+    before, after = result([0.1, 0.9, 0.2, 0.8]), result([0.14, 0.96, 0.24, 0.86])
+    assert score_standard_error(tasks, before.problem_scores) == pytest.approx(0.25)
+    line = describe_change(before, after, tasks, at_step=8)
+    assert line.startswith("improved after 8 steps: eval/score 0.5000 -> 0.5500 (+0.0500, paired standard error "
+                           "0.0071 from the changes of 4 held-out problems: 4 better, 0 worse)"), line

@@ -161,6 +161,8 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     ("task_mix.P=0.5", "task_mix="),
     ("steps=abc", "steps='abc': expected an integer"),
     ("kl=fixed kl.kind=adaptive", "kl.kind='adaptive': the kl option is fixed"),
+    ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, the held-out "
+                              "validation part has 300"),
 ])
 def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key):
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],

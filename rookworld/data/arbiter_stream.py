@@ -35,20 +35,31 @@ Position = tuple[str, tuple[str, ...]]  # (FEN, the moves that led to it, oldest
 Transition = tuple[str, tuple[str, ...], str]  # (FEN, history before the move, UCI move)
 
 
-def check_case_shares(shares: Mapping[str, float]) -> dict[str, float]:
-    """The positive shares, keyed by case; a one-line ValueError for an unknown case, a bad value or
-    shares that do not sum to 1."""
+def check_case_shares(shares: Mapping[str, float], key: str = "data.arbiter_cases") -> dict[str, float]:
+    """The positive shares, keyed by case; a one-line ValueError (naming the config `key`) for an unknown
+    case, a bad value or shares that do not sum to 1."""
     unknown = sorted(set(shares) - set(CASES))
     if unknown:
-        raise ValueError(f"data.arbiter_cases has unknown cases {unknown}; expected {list(CASES)}")
+        raise ValueError(f"{key} has unknown cases {unknown}; expected {list(CASES)}")
     clean = {case: shares.get(case, 0.0) for case in CASES}
     for case, share in clean.items():
         if not isinstance(share, (int, float)) or not math.isfinite(share) or share < 0:
-            raise ValueError(f"data.arbiter_cases.{case}={share!r}: must be a finite number >= 0")
+            raise ValueError(f"{key}.{case}={share!r}: must be a finite number >= 0")
     total = math.fsum(clean.values())
     if abs(total - 1.0) > 1e-6:
-        raise ValueError(f"data.arbiter_cases: the shares must sum to 1, got {total:g}")
+        raise ValueError(f"{key}: the shares must sum to 1, got {total:g}")
     return {case: float(share) for case, share in clean.items() if share > 0}
+
+
+def case_counts(shares: Mapping[str, float], total: int) -> dict[str, int]:
+    """`total` items dealt in the case `shares` (checked): each case its share rounded down, the items
+    left over to the largest remainders, so the counts sum to `total`."""
+    exact = {case: share * total for case, share in check_case_shares(shares).items()}
+    counts = {case: math.floor(value) for case, value in exact.items()}
+    by_remainder = sorted(exact, key=lambda case: counts[case] - exact[case])
+    for case in by_remainder[: total - sum(counts.values())]:
+        counts[case] += 1
+    return counts
 
 
 class ArbiterStream:

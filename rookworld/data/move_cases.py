@@ -69,6 +69,16 @@ def legal_move_case(board: chess.Board, move: chess.Move) -> str:
         board.pop()
 
 
+def move_case(fen: str, uci: str) -> str:
+    """The case of the move `uci` in the position `fen`: "illegal" unless it is legal, else legal_move_case."""
+    board = chess.Board(fen)
+    try:
+        move = chess.Move.from_uci(uci)
+    except ValueError:
+        return "illegal"
+    return legal_move_case(board, move) if move in board.legal_moves else "illegal"
+
+
 def illegal_moves(board: chess.Board, rng: random.Random) -> list[tuple[chess.Move, str]]:
     """A sample of illegal moves of several kinds, each with its kind."""
     us = board.turn

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.records import HELD_OUT_SPLITS
-from rookworld.specs.rules import one_of, require
+from rookworld.specs.rules import ConfigError, one_of, require
 
 
 @dataclass(frozen=True)
@@ -13,6 +14,7 @@ class Eval:
     every: int
     num_policy: int
     num_arbiter: int
+    arbiter_cases: dict[str, float] | None
     batch_size: int
     num_samples_logged: int
     cache_dir: str | None
@@ -20,6 +22,11 @@ class Eval:
     def __post_init__(self):
         one_of("eval.split", self.split, HELD_OUT_SPLITS)
         require(self.every >= 0, "eval.every", self.every, "must be >= 0 (0 = only at the start and the end)")
+        if self.arbiter_cases is not None:
+            try:
+                check_case_shares(self.arbiter_cases, "eval.arbiter_cases")
+            except ValueError as error:
+                raise ConfigError(str(error)) from None
         require(self.batch_size >= 1, "eval.batch_size", self.batch_size, "must be >= 1")
         require(self.cache_dir is None or (isinstance(self.cache_dir, str) and self.cache_dir.strip() != ""),
                 "eval.cache_dir", self.cache_dir, "must be a folder or null (no cache)")
