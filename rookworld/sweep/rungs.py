@@ -125,7 +125,7 @@ class ItemRun:
         overrides = [*item.overrides, f"seed={seed}", f"stop_at={rung}", "checkpoint.save_final=true",
                      f"checkpoint.dir='{folder}'", f"resume_from={resume}", f"eval.split={item.split}",
                      f"+trial.tags.stage={item.stage}", f"+trial.tags.config={item.config}", f"+trial.tags.seed={seed}",
-                     f"+trial.tags.baseline={str(item.baseline).lower()}", f"+trial.tags.rung={rung}"]
+                     f"+trial.tags.baseline='{str(item.baseline).lower()}'", f"+trial.tags.rung={rung}"]
         began = time.monotonic()
         job = self.run_job(overrides, f"seed_{seed}_step_{rung}")
         seconds = time.monotonic() - began

@@ -199,9 +199,9 @@ class Worker:
                                       f"{len(finished)} finished trials failed (see their fail_reason): stopping")
             if s.stages is None:
                 trial = self.study.ask(fixed_distributions=self.spec.space.distributions)
+                self.heartbeat.own(trial_id(self.storage, s.study_name, trial.number))
             else:
                 trial = self.ask_staged()
-            self.heartbeat.own(trial_id(self.storage, s.study_name, trial.number))
         return trial
 
     # ---------------------------------------------------------------- a staged sweep (rookworld/sweep/stages.py)
@@ -228,6 +228,7 @@ class Worker:
         stages = self.spec.settings.stages
         assert stages is not None
         trial = self.study.ask()
+        self.heartbeat.own(trial_id(self.storage, self.spec.settings.study_name, trial.number))
         item = Item.of(trial)
         if item is None or (item.stage == SEARCH and not item.baseline):
             params = self.spec.space.suggest(trial)
