@@ -61,3 +61,82 @@ def test_stop_at_must_be_a_prefix(tmp_path: Path, bad: str) -> None:
     with pytest.raises(ConfigError) as error:
         load_run(tiny_config(tmp_path, "steps=4", bad))
     assert str(error.value) == f"{bad}: must be null or between 1 and steps = 4 (a prefix of the run)"
+
+
+STAGES = {"enabled": True, "seeds": 2, "first_seed": 0, "rungs": [1, 2], "eta": 2, "baseline": [],
+          "race": {"top": 2, "max_seeds": 3, "min_seeds": 2, "alpha": 0.05, "test": "wilcoxon"},
+          "confirm": {"seeds": 2, "finalists": 1, "alpha": 0.05, "test": "wilcoxon"}, "checkpoint_dir": "stages"}
+K = "hydra.sweeper.stages."
+
+
+def stages_with(key: str, value) -> dict:
+    node = {**STAGES, "race": dict(STAGES["race"]), "confirm": dict(STAGES["confirm"])}
+    head, _, tail = key.partition(".")
+    if tail:
+        node[head][tail] = value
+    else:
+        node[head] = value
+    return node
+
+
+@pytest.mark.parametrize(("key", "value", "rule"), [
+    ("enabled", "yes", "must be true or false"),
+    ("seeds", 0, "must be an integer >= 1"),
+    ("first_seed", -1, "must be an integer >= 0"),
+    ("eta", 1, "must be an integer >= 2"),
+    ("rungs", [1, 3], "each rung must be eta = 2 times the one before (successive halving)"),
+    ("rungs", "100", "expected a list of step counts >= 1, e.g. [100, 200, 400], or null"),
+    ("baseline", ["experiment"], "expected a list of overrides (key=value), e.g. [experiment=grpo_rookworld_tiny]"),
+    ("checkpoint_dir", "", "expected a folder for the rungs' checkpoints"),
+    ("race.top", 0, "must be an integer >= 1"),
+    ("race.max_seeds", 1, "must be an integer >= 2"),
+    ("race.min_seeds", 1, "must be an integer >= 2"),
+    ("race.min_seeds", 4, "must be <= race.max_seeds = 3"),
+    ("race.alpha", 1.5, "must be a number in (0, 1)"),
+    ("race.test", "sign", "expected one of wilcoxon, t"),
+    ("confirm.seeds", 1, "must be an integer >= 2"),
+    ("confirm.finalists", 0, "must be an integer >= 1"),
+    ("confirm.alpha", 0, "must be a number in (0, 1)"),
+    ("confirm.test", "z", "expected one of wilcoxon, t"),
+])
+def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> None:
+    from rookworld.sweep.stage_settings import StageSettings
+
+    with pytest.raises(ConfigError) as error:
+        StageSettings.parse(stages_with(key, value))
+    assert str(error.value) == f"{K}{key}={value!r}: {rule}"
+
+
+def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
+    from rookworld.sweep.settings import SweepSettings
+    from rookworld.sweep.stage_settings import StageSettings
+
+    with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.stages\.race=\['rounds'\]: unknown key"):
+        StageSettings.parse(stages_with("race", {**STAGES["race"], "rounds": 3}))
+    from test_sweeps import sweeper_args
+
+    with pytest.raises(ConfigError) as error:
+        SweepSettings.parse(sweeper_args(direction="minimize", stages=STAGES))
+    assert str(error.value) == ("hydra.sweeper.direction='minimize': a staged sweep maximizes eval/score (its race "
+                                "and verdict test for higher scores)")
+
+
+@pytest.mark.parametrize(("overrides", "line"), [
+    (["hydra.sweeper.stages.rungs=[1,2]", "steps=3"],
+     "rookworld: error: hydra.sweeper.stages.rungs=[1, 2]: the last rung must be the full horizon, steps = 3"),
+    (["trial=optuna", "trial/pruner=none"],
+     "rookworld: error: trial.hooks=['optuna_pruning']: a staged sweep's jobs report nothing to Optuna themselves "
+     "(the worker reports each rung's seed mean): use trial=stages"),
+    (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': must be an integer >= 2"),
+])
+def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrides: list[str], line: str) -> None:
+    import subprocess
+    import sys
+
+    from sweep_helpers import subprocess_env
+
+    command = [sys.executable, "-m", "rookworld.train", "-m", "sweeps=smoke", "model=tiny", "trial=stages", "steps=2",
+               "hydra.sweeper.stages.enabled=true", *overrides]
+    done = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [line]
+    assert not (tmp_path / "outputs").exists()
