@@ -140,3 +140,25 @@ def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrid
     done = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=120)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [line]
     assert not (tmp_path / "outputs").exists()
+
+
+def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
+    import optuna
+
+    from rookworld.sweep.study import OBJECTIVE_SE_ATTR, OUTCOME_ATTR
+    from rookworld.sweep.summary import SCORES_ATTR, summarise_study, summary_markdown
+
+    def best_line(attrs: dict) -> str:
+        study = optuna.create_study(direction="maximize")
+        trial = study.ask()
+        for key, value in {OUTCOME_ATTR: "success", **attrs}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 0.5)
+        return [line for line in summary_markdown(summarise_study(study)).splitlines() if line.startswith("Best:")][0]
+
+    assert best_line({OBJECTIVE_SE_ATTR: 0.01}) == ("Best: trial 0, objective 0.5 (95% CI 0.4804..0.5196, one seed: "
+                                                    "evaluation noise only, not the seed spread) (no params).")
+    staged = best_line({SCORES_ATTR: [[1, 0, 0.4], [1, 1, 0.6], [2, 0, 0.45], [2, 1, 0.55]]})
+    assert staged == "Best: trial 0, objective 0.5 (95% CI -0.1353..1.135, 2 seeds at step 2) (no params)."
+    assert best_line({}) == ("Best: trial 0, objective 0.5 (no interval recorded: one value, not evidence that it is "
+                             "best) (no params).")

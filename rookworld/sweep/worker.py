@@ -53,8 +53,9 @@ from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
 from rookworld.sweep.stages import (SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView, due,
                                     is_search)
-from rookworld.sweep.study import (FAIL_REASON_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
+from rookworld.sweep.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
                                    resolve_stale_trials, trial_id)
+from rookworld.sweep.summary import OBJECTIVE_SE_METRIC
 from rookworld.tracking import absolute_path, one_line
 
 log = logging.getLogger(__name__)
@@ -307,6 +308,9 @@ class Worker:
             outcome = getattr(returned, "outcome", None)
             if outcome is not None:
                 self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
+            se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
+            if se is not None:
+                self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
             try:
                 value = float(getattr(returned, "objective", returned))
             except (TypeError, ValueError):
