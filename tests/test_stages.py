@@ -64,7 +64,7 @@ def test_stop_at_must_be_a_prefix(tmp_path: Path, bad: str) -> None:
 
 
 STAGES = {"enabled": True, "seeds": 2, "first_seed": 0, "rungs": [1, 2], "eta": 2, "baseline": [],
-          "race": {"top": 2, "max_seeds": 3, "min_seeds": 2, "alpha": 0.05, "test": "wilcoxon"},
+          "race": {"top": 2, "max_seeds": 3, "min_seeds": 2, "alpha": 0.05, "test": "wilcoxon", "ahead": 0},
           "confirm": {"seeds": 2, "finalists": 1, "alpha": 0.05, "test": "wilcoxon"}, "checkpoint_dir": "stages"}
 K = "hydra.sweeper.stages."
 
@@ -94,6 +94,7 @@ def stages_with(key: str, value) -> dict:
     ("race.min_seeds", 4, "must be <= race.max_seeds = 3"),
     ("race.alpha", 1.5, "must be a number in (0, 1)"),
     ("race.test", "sign", "expected one of wilcoxon, t"),
+    ("race.ahead", -1, "must be an integer >= 0"),
     ("confirm.seeds", 1, "must be an integer >= 2"),
     ("confirm.finalists", 0, "must be an integer >= 1"),
     ("confirm.alpha", 0, "must be a number in (0, 1)"),

@@ -5,7 +5,8 @@ other, reports the mean over the seeds at that step and asks successive halving 
 SuccessiveHalvingPruner, `eta` the knob) whether it goes on; if it does, each seed resumes from its own
 checkpoint of that rung (`resume_from`, the same `steps`, so every schedule spans the full horizon) up
 to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
-horizon. The baseline is never stopped at a rung.
+horizon, rung by rung too (a killed run goes on from its last rung), never stopped. The baseline is
+never stopped at a rung.
 
 Each segment is one `rookworld.train` run (a Hydra job of the worker) with `seed`, `stop_at`,
 `resume_from`, `eval.split` and `checkpoint.*` set; its checkpoint and a record of its score go to
@@ -59,8 +60,10 @@ class ItemRun:
     job_error: Callable[[JobReturn], str]
 
     def rungs(self) -> tuple[int, ...]:
+        """Every stage runs rung by rung (a killed race or confirmation run goes on from its last rung); only
+        the search reports and may stop at one."""
         assert self.settings.rungs is not None
-        return self.settings.rungs if self.item.stage == SEARCH else (self.settings.horizon,)
+        return self.settings.rungs
 
     def seed_dir(self, seed: int) -> Path:
         return self.root / f"config_{self.item.config}" / f"seed_{seed}"
@@ -92,7 +95,7 @@ class ItemRun:
             last = index == len(rungs) - 1
             if last:
                 result.objective = score
-            elif self.report(rung, score) and not self.item.baseline:
+            elif self.item.stage == SEARCH and self.report(rung, score) and not self.item.baseline:
                 return result  # pruned at this rung: no objective
         return result
 

@@ -55,16 +55,17 @@ class RaceSettings:
     min_seeds: int  # rounds before the first drop
     alpha: float
     test: str
+    ahead: int  # rounds enqueued beyond the current one, for idle workers
 
     @classmethod
     def parse(cls, raw: Any, seeds: int) -> RaceSettings:
         prefix = KEY + "race."
-        raw = _keys(raw, prefix, ("top", "max_seeds", "min_seeds", "alpha", "test"))
+        raw = _keys(raw, prefix, ("top", "max_seeds", "min_seeds", "alpha", "test", "ahead"))
         top = _integer(raw, "top", 1, prefix)
         max_seeds = _integer(raw, "max_seeds", seeds, prefix)
         min_seeds = _integer(raw, "min_seeds", 2, prefix)
         require(min_seeds <= max_seeds, prefix + "min_seeds", min_seeds, f"must be <= race.max_seeds = {max_seeds}")
-        return cls(top, max_seeds, min_seeds, _alpha(raw, prefix), _test(raw, prefix))
+        return cls(top, max_seeds, min_seeds, _alpha(raw, prefix), _test(raw, prefix), _integer(raw, "ahead", 0, prefix))
 
 
 @dataclass(frozen=True)

@@ -178,7 +178,9 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
     overrides = view.overrides()
     state = view.race_state()
     if not state.finished:
-        wanted = [Item(RACE, config, overrides[config], (seed,)) for config, seed in state.pending]
+        ahead = s.race_seeds()[state.rounds + 1:state.rounds + 1 + s.race.ahead]
+        runs = [*state.pending, *((config, seed) for seed in ahead for config in state.survivors)]
+        wanted = [Item(RACE, config, overrides[config], (seed,)) for config, seed in runs]
         return [item for item in wanted if item.key not in held], None
     finalists = view.finalists(state)
     if not finalists:

@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -272,6 +273,9 @@ class Worker:
         if result.objective is None:
             return self._tell(trial, bound, state=TrialState.PRUNED)
         self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, result.outcome)
+        final = [score for rung, _, score in result.scores if rung == stages.horizon]
+        if len(final) >= 2:  # the standard error of the seeds' mean
+            self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, statistics.stdev(final) / len(final) ** 0.5)
         return self._tell(trial, bound, values=result.objective)
 
     # ---------------------------------------------------------------- run
