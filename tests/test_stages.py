@@ -163,3 +163,25 @@ def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
     assert staged == "Best: trial 0, objective 0.5 (95% CI -0.1353..1.135, 2 seeds at step 2) (no params)."
     assert best_line({}) == ("Best: trial 0, objective 0.5 (no interval recorded: one value, not evidence that it is "
                              "best) (no params).")
+
+
+def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid() -> None:
+    """sweeps=verdict (the GPU run): its stages parse, its rungs end at its steps, and the baseline it names
+    composes to the sweep's own config (a sampled configuration differs from it in the sampled keys only)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from rookworld.resume_check import differences
+    from rookworld.sweep.stage_settings import StageSettings
+    from train_helpers import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+        sweep = compose("config", overrides=["sweeps=verdict", "device=cpu"], return_hydra_config=True)
+        stages = StageSettings.parse(sweep.hydra.sweeper.stages).with_horizon(sweep.steps)
+        baseline = compose("config", overrides=["sweeps=verdict", "device=cpu", *stages.baseline])
+    assert stages.rungs == (100, 200, 400) and stages.confirm_seeds() == tuple(range(10, 20))
+    assert not set(stages.search_seeds()) & set(stages.confirm_seeds())
+    plain = OmegaConf.to_container(sweep, resolve=False)
+    plain.pop("hydra")
+    assert differences(plain, OmegaConf.to_container(baseline, resolve=False)) == {}
+    load_run(baseline)
