@@ -175,7 +175,7 @@ def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid()
     from rookworld.sweep.stage_settings import StageSettings
     from train_helpers import CONF_DIR
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base=None):
+    with initialize_config_dir(config_dir=CONF_DIR):
         sweep = compose("config", overrides=["sweeps=verdict", "device=cpu"], return_hydra_config=True)
         stages = StageSettings.parse(sweep.hydra.sweeper.stages).with_horizon(sweep.steps)
         baseline = compose("config", overrides=["sweeps=verdict", "device=cpu", *stages.baseline])
