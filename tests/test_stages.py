@@ -185,3 +185,60 @@ def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid()
     plain.pop("hydra")
     assert differences(plain, OmegaConf.to_container(baseline, resolve=False)) == {}
     load_run(baseline)
+
+
+def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice() -> None:
+    """stages.due() on a real (in-memory) Optuna study: the baseline first; nothing before the search is done;
+    then the race's next round (and `ahead` rounds), the confirmation on fresh seeds, the verdict. Calling it
+    again on the same study enqueues nothing more (several workers, a resumed sweep)."""
+    import optuna
+
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import (BASELINE, SCORES_ATTR, Item, StageView, due)
+    from rookworld.sweep.study import OUTCOME_ATTR
+
+    node = stages_with("race", {**STAGES["race"], "max_seeds": 4, "min_seeds": 3, "test": "t", "ahead": 1})
+    node["confirm"] = {**STAGES["confirm"], "seeds": 3, "test": "t"}
+    settings = StageSettings.parse(node).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+    true_mean = {BASELINE: 0.50, "1": 0.60, "2": 0.40}
+
+    def wobble(config: str, seed: int) -> float:  # each configuration's own noise on a seed
+        return 0.005 * ((seed * 7 + 3 * len(config) + int(config.isdigit() and config)) % 5 - 2)
+
+    def step() -> tuple[list[Item], str | None]:
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0))
+        for item in items:
+            study.enqueue_trial({}, user_attrs=item.attrs())
+        return items, verdict
+
+    def run_waiting() -> None:
+        for waiting in [t for t in study.get_trials() if t.state == optuna.trial.TrialState.WAITING]:
+            trial = study.ask()
+            assert trial.number == waiting.number
+            item = Item.of(trial)
+            scores = [[r, s, true_mean[item.config] + wobble(item.config, s) * r] for r in (1, 2) for s in item.seeds]
+            trial.set_user_attr(SCORES_ATTR, scores)
+            trial.set_user_attr(OUTCOME_ATTR, "success")
+            study.tell(trial, sum(v for r, _, v in scores if r == 2) / len(item.seeds))
+
+    items, _ = step()
+    assert [(i.stage, i.config, i.seeds) for i in items] == [("search", BASELINE, (0, 1))]
+    assert step() == ([], None)  # held: not enqueued again, and the search is not done
+    run_waiting()
+    for number in (1, 2):  # two sampled configurations
+        item = Item("search", str(number), (f"optimizer.lr={number}e-4",), (0, 1))
+        study.enqueue_trial({}, user_attrs=item.attrs())
+    run_waiting()
+    items, _ = step()  # round 3 (seed 2) for all three, and one round ahead (seed 3)
+    assert sorted((i.config, i.seeds) for i in items) == sorted(
+        (c, (s,)) for c in ("1", "2", BASELINE) for s in (2, 3))
+    assert {i.stage for i in items} == {"race"} and step() == ([], None)
+    run_waiting()
+    items, _ = step()  # at 3 seeds trial 1 is the incumbent, the others are dropped: confirm 1 and the baseline
+    assert sorted((i.stage, i.config, i.seeds) for i in items) == sorted(
+        ("confirm", c, (s,)) for c in ("1", BASELINE) for s in (4, 5, 6))
+    assert {i.split for i in items} == {"test"}
+    run_waiting()
+    items, verdict = step()
+    assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline by +0.1")
