@@ -147,7 +147,8 @@ def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
     import optuna
 
     from rookworld.sweep.study import OBJECTIVE_SE_ATTR, OUTCOME_ATTR
-    from rookworld.sweep.summary import SCORES_ATTR, summarise_study, summary_markdown
+    from rookworld.sweep.stages import SCORES_ATTR
+    from rookworld.sweep.summary import summarise_study, summary_markdown
 
     def best_line(attrs: dict) -> str:
         study = optuna.create_study(direction="maximize")
@@ -242,3 +243,19 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     run_waiting()
     items, verdict = step()
     assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline by +0.1")
+
+
+def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
+    import optuna
+
+    from rookworld.sweep.stages import Item
+    from rookworld.sweep.study import OUTCOME_ATTR
+    from rookworld.sweep.summary import summarise_study
+
+    study = optuna.create_study(direction="maximize")
+    for stage, value in (("search", 0.5), ("race", 0.9), ("confirm", 0.8)):
+        trial = study.ask()
+        for key, attr in {**Item(stage, "0", (), (0,)).attrs(), OUTCOME_ATTR: "success"}.items():
+            trial.set_user_attr(key, attr)
+        study.tell(trial, value)
+    assert summarise_study(study).best.trial == 0

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
+from rookworld.sweep.stages import CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR
 from rookworld.sweep.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
 
@@ -38,7 +39,7 @@ DIRECTIONS = ("maximize", "minimize")
 OBJECTIVE_METRIC = "objective"
 OBJECTIVE_SE_METRIC = "eval/score_se"  # the final evaluation's standard error, from its per-problem scores
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
-SCORES_ATTR = "rookworld:scores"  # a staged trial's [rung, seed, score] (rookworld/sweep/stages.py writes it)
+STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 RUNS, STUDY = "runs", "study"  # a summary's source: an MLflow parent's child runs, or an Optuna study
 NO_RUN = "-"  # the outcome of a study trial with neither an MLflow run nor an outcome recorded by its job
@@ -62,6 +63,7 @@ class TrialRow:
     start_time: int = 0  # its MLflow run's start (ms)
     interval: tuple[float, float] | None = None  # 95% interval of the objective (None: none recorded)
     interval_basis: str = ""  # what the interval covers: its seeds, or one seed's evaluation noise only
+    stage: str | None = None  # a staged sweep's: search, race or confirm (a run: one seed of a configuration)
 
 
 @dataclass(frozen=True)
@@ -93,13 +95,20 @@ class SweepSummary:
     def ranked(self) -> list[TrialRow]:
         """Trials that succeeded, with an objective, best first (a pruned, failed or guard-stopped trial, which
         is COMPLETE with the failure penalty in a study, is never best)."""
-        scored = [t for t in self.trials if t.objective is not None and t.outcome in (SUCCESS, NO_RUN)]
+        scored = [t for t in self.trials if t.objective is not None and t.outcome in (SUCCESS, NO_RUN)
+                  and not one_seed_of_a_stage(t, self.source)]
         return sorted(scored, key=lambda t: t.objective, reverse=self.direction == "maximize")
 
     @property
     def best(self) -> TrialRow | None:
         ranked = self.ranked()
         return ranked[0] if ranked else None
+
+
+def one_seed_of_a_stage(trial: TrialRow, source: str) -> bool:
+    """A staged sweep's one-seed score, never ranked: a race or confirmation trial, or any child run of one
+    (each is one seed of a configuration; the stage report compares configurations)."""
+    return trial.stage is not None and (source == RUNS or trial.stage in (RACE, CONFIRM))
 
 
 # ---------------------------------------------------------------- reading
@@ -167,6 +176,7 @@ def run_row(run: Run) -> TrialRow:
         run_id=run.info.run_id,
         status=run.info.status,
         start_time=run.info.start_time or 0,
+        stage=tags.get(STAGE_TAG),
         **evaluation_interval(objective, run.data.metrics.get(OBJECTIVE_SE_METRIC)),
     )
 
@@ -237,6 +247,7 @@ def study_row(trial: FrozenTrial, outcome: str) -> TrialRow:
         note=_trial_note(trial),
         state=trial.state.name,
         last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
+        stage=trial.user_attrs.get(STAGE_ATTR),
         **(interval if objective is not None else {}),
     )
 
@@ -292,6 +303,8 @@ def interval_text(trial: TrialRow) -> str:
 def _best_line(summary: SweepSummary) -> str:
     """The highest objective, always with its interval (or the note that it has none)."""
     best = summary.best
+    if best is None and any(t.stage for t in summary.trials) and summary.source == RUNS:
+        return "Best: see the stages report (each run here is one seed of a configuration)."
     if summary.source == RUNS:
         if best is None:
             return "Best: none (no trial succeeded)."
