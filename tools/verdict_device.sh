@@ -2,7 +2,7 @@
 # The verdict sweep (sweeps/verdict.yaml) on a 4-GPU machine, resumable across device calls of 10 minutes.
 # On the GPU machine, from the repository root (no network):
 #   bash tools/verdict_device.sh            # OUT=/tmp/out; one call; run it again until it prints a verdict
-# Each call: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (540), stops
+# Each call: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (500), stops
 # it with SIGINT (its running trials are failed as stale by the next call and re-queued: a search, race or
 # confirmation run goes on from its last finished rung when the checkpoints are still there, else from its
 # start), then copies the journal, the printed summary and report, the launch logs and the GPU log to $OUT.
@@ -17,7 +17,7 @@
 # machine a cut run starts again from step 0 (same seed, so the same problem order).
 set -u
 OUT=${OUT:-/tmp/out}
-SWEEP_S=${SWEEP_S:-540}
+SWEEP_S=${SWEEP_S:-500}
 STUDY=verdict
 JOURNAL=outputs/optuna/$STUDY.journal
 SAVED=verdict_state/$STUDY.journal
