@@ -235,8 +235,7 @@ class Worker:
         if item is None or (item.stage == SEARCH and not item.baseline):
             params = self.spec.space.suggest(trial)
         if item is None:
-            item = Item(SEARCH, str(trial.number), tuple(self.spec.space.overrides(params)[len(self.spec.space.fixed):]),
-                        stages.search_seeds())
+            item = Item(SEARCH, str(trial.number), tuple(self.spec.space.param_overrides(params)), stages.search_seeds())
             for key, value in item.attrs().items():
                 trial.set_user_attr(key, value)
         return trial
