@@ -26,7 +26,8 @@ def test_paired_seeds_give_two_configurations_the_same_problem_order(tmp_path: P
     """Seed i is the same for every configuration: the problems a step trains on depend on the seed only,
     not on the configuration's knobs (here the learning rate, KL and temperature)."""
     def order(name: str, seed: int, *knobs: str) -> list[str]:
-        trainer = make_trainer(tmp_path / name, "task_mix=balanced", f"seed={seed}", *knobs)
+        trainer = make_trainer(tmp_path / name, "task_mix=balanced", f"seed={seed}", "data.arbiter_pool_size=4",
+                               "data.arbiter_pool_walks=200", *knobs)
         return [p.prompt_text for _ in range(5) for p in trainer.sample_rows()]
 
     first = order("a", 3, "optimizer.lr=1e-5")
