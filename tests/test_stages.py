@@ -259,4 +259,8 @@ def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
         for key, attr in {**Item(stage, "0", (), (0,)).attrs(), OUTCOME_ATTR: "success"}.items():
             trial.set_user_attr(key, attr)
         study.tell(trial, value)
-    assert summarise_study(study).best.trial == 0
+    summary = summarise_study(study)
+    assert summary.best.trial == 0
+    assert [t.note for t in summary.trials] == ["search (validation), config of trial 0, seeds [0]",
+                                                "race (validation), config of trial 0, seeds [0]",
+                                                "confirm (test), config of trial 0, seeds [0]"]

@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
-from rookworld.sweep.stages import CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR
+from rookworld.sweep.stages import CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
 
@@ -225,6 +225,10 @@ def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
 
 def _trial_note(trial: FrozenTrial) -> str:
     notes = []
+    item = Item.of(trial)
+    if item is not None:  # a staged sweep's trial: which configuration, which stage and seeds
+        whose = "baseline" if item.baseline else f"config of trial {item.config}"
+        notes.append(f"{item.stage} ({item.split}), {whose}, seeds {list(item.seeds)}")
     if FAIL_REASON_ATTR in trial.user_attrs:
         notes.append(str(trial.user_attrs[FAIL_REASON_ATTR]))
     if RETRY_OF_ATTR in trial.user_attrs:
