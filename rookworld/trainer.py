@@ -104,9 +104,10 @@ class Trainer:
             self.tracker.log_dict(self.resume_changes, "resume_changes.json")
         if self.step == 0:
             self.evaluate(0)
-        outcome, reason = SUCCESS, f"finished {cfg.steps} steps"
+        outcome, reason = SUCCESS, f"finished {cfg.end_step} steps" + (
+            f" of {cfg.steps}" if cfg.end_step < cfg.steps else "")
         start = time.perf_counter()
-        while self.step < cfg.steps:
+        while self.step < cfg.end_step:
             if cfg.time_limit_min and time.perf_counter() - start > 60 * cfg.time_limit_min:
                 reason = f"time limit of {cfg.time_limit_min} min reached after {self.step} steps"
                 break
@@ -294,7 +295,7 @@ class Trainer:
     # ---------------------------------------------------------------- evaluation and logging
     def _eval_due(self) -> bool:
         every = self.cfg.eval.every
-        return bool(every) and self.step % every == 0 and self.step < self.cfg.steps
+        return bool(every) and self.step % every == 0 and self.step < self.cfg.end_step
 
     def evaluate(self, step: int) -> EvalResult:
         e = self.cfg.eval
@@ -342,7 +343,7 @@ class Trainer:
         }
 
     def _print_progress(self, m: dict[str, float]) -> None:
-        if self.step % self.cfg.log_every and self.step != self.cfg.steps:
+        if self.step % self.cfg.log_every and self.step != self.cfg.end_step:
             return
         # No loss: at ratio 1 it is minus the mean of group-centred advantages, about 0 at every step
         # (README, The GRPO step); the gradient norm shows the update's size.

@@ -50,6 +50,7 @@ class RunSpec:
     seed: int
     device: str
     steps: int
+    stop_at: int | None
     time_limit_min: float | None
     prompts_per_step: int
     log_every: int
@@ -75,6 +76,8 @@ class RunSpec:
 
     def __post_init__(self):
         require(self.steps >= 0, "steps", self.steps, "must be >= 0")
+        require(self.stop_at is None or 1 <= self.stop_at <= self.steps, "stop_at", self.stop_at,
+                f"must be null or between 1 and steps = {self.steps} (a prefix of the run)")
         require(self.prompts_per_step >= 1, "prompts_per_step", self.prompts_per_step, "must be >= 1")
         require(self.log_every >= 1, "log_every", self.log_every, "must be >= 1")
         require(self.time_limit_min is None or self.time_limit_min > 0, "time_limit_min", self.time_limit_min,
@@ -86,6 +89,11 @@ class RunSpec:
         check_device(self.device)
         if isinstance(self.kl, KLFixed) and self.kl.ref_device != "same":
             require_available(self.kl.ref_device, "kl.ref_device", "same or cpu")
+
+    @property
+    def end_step(self) -> int:
+        """The step this run ends at: `stop_at`, a prefix of the `steps` its schedules span, else `steps`."""
+        return self.steps if self.stop_at is None else self.stop_at
 
     def _check_reward_aggregation(self) -> None:
         aggregation = self.grpo.reward_aggregation

@@ -86,7 +86,8 @@ def trial_link(cfg: DictConfig) -> RunLink | None:
     if sweep is None or OmegaConf.select(cfg, "tracking.backend") == "none":
         return None
     tags = {ROLE_TAG: "trial", TRIAL_TAG: str(sweep.trial), STUDY_TAG: sweep.study,
-            OVERRIDES_TAG: overrides_tag(sweep.overrides)}
+            OVERRIDES_TAG: overrides_tag(sweep.overrides),
+            **{f"rookworld.{key}": str(value) for key, value in cfg.trial.tags.items()}}
     parent = read_parent_ref(sweep.sweep_dir)
     if parent is None:
         log.warning("no %s in %s (sweep callback not enabled?): logging a run without parent",

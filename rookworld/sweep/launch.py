@@ -25,16 +25,19 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError
+from rookworld.config import ConfigError, require
 from rookworld.interrupts import Interrupted
 from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.context import ParentRef, write_parent_ref
 from rookworld.sweep.gpus import worker_gpus, worker_threads
 from rookworld.sweep.lock import StorageFault, storage_lock
-from rookworld.sweep.mlflow_parent import end_orphan_runs, finish_study_parent, study_parent_run, tracking_enabled
+from rookworld.sweep.mlflow_parent import (SUMMARY_ARTIFACT_DIR, end_orphan_runs, finish_study_parent, study_parent_run,
+                                           tracking_enabled)
 from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
+from rookworld.sweep.stage_report import compared_config, stage_report
+from rookworld.sweep.stages import VERDICT_ATTR, StageView, is_search
 from rookworld.sweep.storage_url import masked, redacted
 from rookworld.sweep.study import STORAGE_ERRORS, is_stale_failure, open_storage, resolve_stale_trials
 from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_markdown
@@ -75,6 +78,7 @@ class Launch:
             settings = SweepSettings.parse(raw)
             space = SearchSpace.parse(settings.params, arguments)
             probe = check_trial_configs(config, context, space, settings.validate)
+            settings = check_stages(settings, probe)
             make_sampler(settings.sampler, 0, space)
             device = str(OmegaConf.select(probe, "device", default="cpu"))
             gpus = worker_gpus(settings.n_jobs, OmegaConf.select(probe, "trial.trials_per_gpu", default=1), device)
@@ -141,10 +145,9 @@ class Launch:
         return worker
 
     def trials_left(self, study: optuna.Study | None = None) -> int:
-        """Trials the study still needs started (`study`: one already loaded)."""
-        trials = (study or self.load_study()).get_trials(deepcopy=False)
-        counted = sum(t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
-        return max(0, self.spec.settings.n_trials - counted)
+        """Trials the study still needs started (`study`: one already loaded); a staged sweep without its
+        verdict needs a worker per slot (its race and confirmation runs are made as the stages go)."""
+        return work_left(study or self.load_study(), self.spec.settings, len(self.gpus))
 
     def wait(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: MpsDaemon | None) -> int:
         try:
@@ -235,21 +238,49 @@ class Launch:
                 study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
         if running or left:
             print(summary_markdown(summarise_study(study)), flush=True)
+            self.print_stage_report(study)
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
         if not claimed:  # no tracking, or another launch summarised it
             print(summary_markdown(summarise_study(study)), flush=True)
+            self.print_stage_report(study)
             return
         self.summarise_onto_parent(study)
+
+    def stage_report(self, study: optuna.Study) -> tuple[str, list[Any]] | None:
+        """A staged sweep's report (rookworld/sweep/stage_report.py); None for a sweep without stages."""
+        settings = self.spec.settings
+        if settings.stages is None:
+            return None
+        config = self.spec.config
+        view = StageView.of(study.get_trials(deepcopy=False), settings.stages, settings.n_trials,
+                            float(config.objective.failure_penalty))
+        compared = compared_config(view)
+        differences = None
+        if compared is not None:
+            overrides = view.overrides()
+            differences = config_differences(self.spec, overrides["baseline"], overrides[compared])
+        per_gpu = int(OmegaConf.select(config, "trial.trials_per_gpu"))
+        return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, differences, compared)
+
+    def print_stage_report(self, study: optuna.Study) -> None:
+        report = self.stage_report(study)
+        if report is not None:
+            print(report[0], flush=True)
 
     def summarise_onto_parent(self, study: optuna.Study) -> None:
         assert self.parent is not None
         client = open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
         top_k = int(self.spec.config.tracking.summary_top_k)
+        report = self.stage_report(study)
+        if report is not None:
+            log_stage_report(client, self.parent.run_id, *report)
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
         print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
                                                                     study.study_name))), flush=True)
+        if report is not None:
+            print(report[0], flush=True)
         log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
 
@@ -260,6 +291,57 @@ def _death(code: int) -> str:
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+# ---------------------------------------------------------------- stages
+
+
+def work_left(study: optuna.Study, settings: SweepSettings, slots: int) -> int:
+    """Search trials still to start; a staged sweep without its verdict: at least `slots`."""
+    trials = study.get_trials(deepcopy=False)
+    counted = sum(is_search(t) and t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
+    left = max(0, settings.n_trials - counted)
+    if settings.stages is not None and study.user_attrs.get(VERDICT_ATTR) is None:
+        return max(left, slots)
+    return left
+
+
+def check_stages(settings: SweepSettings, probe: DictConfig) -> SweepSettings:
+    """A staged sweep's knobs against the trial config: its rungs end at `steps`, its jobs report nothing."""
+    if settings.stages is None:
+        return settings
+    hooks = list(probe.trial.hooks)
+    require(not hooks, "trial.hooks", hooks, "a staged sweep's jobs report nothing to Optuna themselves (the worker "
+            "reports each rung's seed mean): use trial=stages")
+    return dataclasses.replace(settings, stages=settings.stages.with_horizon(probe.steps))
+
+
+def config_differences(spec: WorkerSpec, baseline: Any, other: Any) -> dict[str, tuple]:
+    """The composed trial configs of two configurations (override lists), compared: the keys that differ."""
+    from rookworld.resume_check import differences
+
+    def composed(overrides: Any) -> dict[str, Any]:
+        config = spec.hydra_context.config_loader.load_sweep_config(spec.config, [*spec.space.fixed, *overrides])
+        plain = OmegaConf.to_container(config, resolve=False)
+        assert isinstance(plain, dict)
+        plain.pop("hydra", None)
+        return plain
+
+    return differences(composed(baseline), composed(other))
+
+
+def log_stage_report(client: Any, run_id: str, markdown: str, checks: list[Any]) -> None:
+    """The stage report and its fidelity plot on the parent run (sweep_summary/)."""
+    import tempfile
+
+    from rookworld.sweep.plots import fidelity_figure
+
+    client.log_text(run_id, markdown, f"{SUMMARY_ARTIFACT_DIR}/stages.md")
+    if checks:
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "fidelity.png"
+            fidelity_figure(checks).savefig(path)
+            client.log_artifact(run_id, str(path), SUMMARY_ARTIFACT_DIR)
 
 
 # ---------------------------------------------------------------- validation
@@ -378,8 +460,7 @@ def join_study(config: DictConfig, settings: SweepSettings, storage: BaseStorage
         if tracking is None:
             return launch, None
         trials = study.get_trials(deepcopy=False)
-        counted = sum(t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
-        done = counted >= settings.n_trials and not any(t.state == TrialState.RUNNING for t in trials)
+        done = not work_left(study, settings, 1) and not any(t.state == TrialState.RUNNING for t in trials)
         summarised = bool(study.user_attrs.get(SUMMARISED_ATTR))
         if summarised and not done:
             study.set_user_attr(SUMMARISED_ATTR, None)  # extended (a larger n_trials): summarised again at its end

@@ -158,3 +158,19 @@ def reward_curves_figure(client: MlflowClient, summary: SweepSummary, top_k: int
     if axes.lines:
         axes.legend(fontsize="small")
     return figure
+
+
+def fidelity_figure(checks: Sequence[Any]) -> Figure:
+    """A staged sweep's fidelity check: each raced configuration's rung mean against its full-horizon race
+    mean, one panel per rung below the full horizon (rookworld/sweep/stage_report.py's Fidelity)."""
+    figure = _new_figure(4.5 * max(1, len(checks)), 4.0)
+    for index, check in enumerate(checks):
+        axes = figure.add_subplot(1, max(1, len(checks)), index + 1)
+        for config, rung_mean, race_mean in check.points:
+            axes.scatter([rung_mean], [race_mean], color="tab:red" if config == "baseline" else "tab:blue")
+            axes.annotate(config if config == "baseline" else f"trial {config}", (rung_mean, race_mean), fontsize=7)
+        rho = "n/a" if math.isnan(check.rho) else f"{check.rho:+.2f}"
+        axes.set_title(f"rung {check.rung}: Spearman rho {rho}")
+        axes.set_xlabel(f"mean eval/score at step {check.rung} (search seeds)")
+        axes.set_ylabel("full-horizon mean (race seeds)")
+    return figure

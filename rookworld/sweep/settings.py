@@ -11,6 +11,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rookworld.config import ConfigError, require
+from rookworld.sweep.stage_settings import StageSettings
 from rookworld.sweep.storage_url import DbTimeouts, parse_timeouts
 from rookworld.sweep.summary import DIRECTIONS
 
@@ -39,6 +40,7 @@ class SweepSettings:
     sampler: dict[str, Any]
     params: dict[str, str]
     validate: str | None
+    stages: StageSettings | None = None  # None: no stages (one seed per trial)
 
     @classmethod
     def parse(cls, raw: dict[str, Any]) -> SweepSettings:
@@ -69,11 +71,14 @@ class SweepSettings:
                 "expected a mapping key: sweep expression")
         require(validate is None or isinstance(validate, str), key + "validate", validate,
                 "expected a dotted function path or null")
+        stages = StageSettings.parse(raw["stages"]) if raw.get("stages") is not None else None
+        require(stages is None or str(direction).lower() == "maximize", key + "direction", direction,
+                "a staged sweep maximizes eval/score (its race and verdict test for higher scores)")
         return cls(name, storage, str(direction).lower(), raw["n_trials"], raw["n_jobs"], float(rate),
                    raw["stale_retries"], float(beat), float(grace), raw["max_worker_restarts"], timeouts,
                    _container(sampler),
                    {str(k): str(v) for k, v in (_container(params) if params is not None else {}).items()},
-                   validate)
+                   validate, stages)
 
 
 def _container(node: DictConfig) -> dict[str, Any]:

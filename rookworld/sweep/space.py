@@ -37,7 +37,24 @@ class SearchSpace:
 
     def overrides(self, params: dict[str, Any]) -> list[str]:
         """A trial's overrides: the fixed ones, then its sampled params."""
-        return [*self.fixed, *(f"{k}={_override_value(v)}" for k, v in params.items())]
+        return [*self.fixed, *self.param_overrides(params)]
+
+    @staticmethod
+    def param_overrides(params: dict[str, Any]) -> list[str]:
+        """Sampled params as overrides."""
+        return [f"{k}={_override_value(v)}" for k, v in params.items()]
+
+    def suggest(self, trial: Any) -> dict[str, Any]:
+        """Sample every param on an asked trial (an enqueued trial's fixed params are taken as they are)."""
+        for name, d in self.distributions.items():
+            if isinstance(d, CategoricalDistribution):
+                trial.suggest_categorical(name, d.choices)
+            elif isinstance(d, IntDistribution):
+                trial.suggest_int(name, d.low, d.high, step=d.step, log=d.log)
+            else:
+                assert isinstance(d, FloatDistribution)
+                trial.suggest_float(name, d.low, d.high, step=d.step, log=d.log)
+        return trial.params
 
     def probes(self) -> list[dict[str, Any]]:
         """Param sets that together touch every choice and both ends of every range (for validation)."""

@@ -53,6 +53,8 @@ RETRIES_ATTR = "rookworld:retries"
 FAIL_REASON_ATTR = "fail_reason"
 OUTCOME_ATTR = "rookworld:outcome"  # trial user attr: the run's outcome (success, kl_failure, ...)
 STEP_ATTR = "rookworld:step"  # trial user attr: the training step of its last report to the pruner
+OBJECTIVE_SE_ATTR = "rookworld:objective_se"  # trial user attr: the final evaluation's standard error (eval/score_se)
+CARRIED_PREFIX = "rookworld:work."  # user attrs a re-queued trial keeps: what a staged sweep's trial runs
 STORAGE_ERRORS = (ImportError, ValueError, SQLAlchemyError, OSError)  # open_storage: a bad URL, no driver, no server
 _SQLITE_LOCK_TIMEOUT_S = 60  # parallel jobs wait for SQLite's write lock instead of failing after 5 s
 
@@ -227,7 +229,8 @@ def _requeue(study: optuna.Study, trial: FrozenTrial, retries: int) -> bool:
     done = int(trial.user_attrs.get(RETRIES_ATTR, 0))
     if done >= retries:
         return False
-    study.enqueue_trial(trial.params, user_attrs={RETRY_OF_ATTR: trial.number, RETRIES_ATTR: done + 1})
+    carried = {key: value for key, value in trial.user_attrs.items() if key.startswith(CARRIED_PREFIX)}
+    study.enqueue_trial(trial.params, user_attrs={**carried, RETRY_OF_ATTR: trial.number, RETRIES_ATTR: done + 1})
     return True
 
 

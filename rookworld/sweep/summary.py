@@ -25,7 +25,8 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
-from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
+from rookworld.sweep.stages import CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
+from rookworld.sweep.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
 
 if TYPE_CHECKING:
@@ -36,6 +37,9 @@ if TYPE_CHECKING:
 
 DIRECTIONS = ("maximize", "minimize")
 OBJECTIVE_METRIC = "objective"
+OBJECTIVE_SE_METRIC = "eval/score_se"  # the final evaluation's standard error, from its per-problem scores
+Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
+STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 RUNS, STUDY = "runs", "study"  # a summary's source: an MLflow parent's child runs, or an Optuna study
 NO_RUN = "-"  # the outcome of a study trial with neither an MLflow run nor an outcome recorded by its job
@@ -57,6 +61,9 @@ class TrialRow:
     run_id: str | None = None  # its MLflow run
     status: str | None = None  # its MLflow run's status
     start_time: int = 0  # its MLflow run's start (ms)
+    interval: tuple[float, float] | None = None  # 95% interval of the objective (None: none recorded)
+    interval_basis: str = ""  # what the interval covers: its seeds, or one seed's evaluation noise only
+    stage: str | None = None  # a staged sweep's: search, race or confirm (a run: one seed of a configuration)
 
 
 @dataclass(frozen=True)
@@ -88,13 +95,20 @@ class SweepSummary:
     def ranked(self) -> list[TrialRow]:
         """Trials that succeeded, with an objective, best first (a pruned, failed or guard-stopped trial, which
         is COMPLETE with the failure penalty in a study, is never best)."""
-        scored = [t for t in self.trials if t.objective is not None and t.outcome in (SUCCESS, NO_RUN)]
+        scored = [t for t in self.trials if t.objective is not None and t.outcome in (SUCCESS, NO_RUN)
+                  and not one_seed_of_a_stage(t, self.source)]
         return sorted(scored, key=lambda t: t.objective, reverse=self.direction == "maximize")
 
     @property
     def best(self) -> TrialRow | None:
         ranked = self.ranked()
         return ranked[0] if ranked else None
+
+
+def one_seed_of_a_stage(trial: TrialRow, source: str) -> bool:
+    """A staged sweep's one-seed score, never ranked: a race or confirmation trial, or any child run of one
+    (each is one seed of a configuration; the stage report compares configurations)."""
+    return trial.stage is not None and (source == RUNS or trial.stage in (RACE, CONFIRM))
 
 
 # ---------------------------------------------------------------- reading
@@ -128,17 +142,42 @@ def run_trial_number(run: Run) -> int | None:
     return int(trial) if trial is not None and trial.lstrip("-").isdigit() else None
 
 
+def evaluation_interval(objective: float | None, se: float | None) -> dict[str, Any]:
+    """The 95% interval of one seed's objective from its evaluation's standard error (the seed spread not included)."""
+    if objective is None or se is None or math.isnan(se):
+        return {}
+    return {"interval": (objective - Z_95 * se, objective + Z_95 * se),
+            "interval_basis": "one seed: evaluation noise only, not the seed spread"}
+
+
+def seeds_interval(trial: FrozenTrial) -> dict[str, Any]:
+    """A staged trial's 95% t-interval over its seeds at the last rung every seed reached."""
+    from rookworld.sweep.stage_report import Estimate
+
+    scores = trial.user_attrs.get(SCORES_ATTR, [])
+    if not scores:
+        return {}
+    last = max(r for r, _, _ in scores)
+    estimate = Estimate.of({seed: score for r, seed, score in scores if r == last})
+    if math.isnan(estimate.low):
+        return {}
+    return {"interval": (estimate.low, estimate.high), "interval_basis": f"{estimate.seeds} seeds at step {last}"}
+
+
 def run_row(run: Run) -> TrialRow:
     tags, objective = run.data.tags, run.data.metrics.get(OBJECTIVE_METRIC)
+    objective = None if objective is None or math.isnan(objective) else float(objective)
     return TrialRow(
         trial=run_trial_number(run),
         outcome=tags.get(OUTCOME_TAG, RUNNING),
-        objective=None if objective is None or math.isnan(objective) else float(objective),
+        objective=objective,
         params=dict(run.data.params),
         note=tags.get(STOP_REASON_TAG, ""),
         run_id=run.info.run_id,
         status=run.info.status,
         start_time=run.info.start_time or 0,
+        stage=tags.get(STAGE_TAG),
+        **evaluation_interval(objective, run.data.metrics.get(OBJECTIVE_SE_METRIC)),
     )
 
 
@@ -186,6 +225,10 @@ def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
 
 def _trial_note(trial: FrozenTrial) -> str:
     notes = []
+    item = Item.of(trial)
+    if item is not None:  # a staged sweep's trial: which configuration, which stage and seeds
+        whose = "baseline" if item.baseline else f"config of trial {item.config}"
+        notes.append(f"{item.stage} ({item.split}), {whose}, seeds {list(item.seeds)}")
     if FAIL_REASON_ATTR in trial.user_attrs:
         notes.append(str(trial.user_attrs[FAIL_REASON_ATTR]))
     if RETRY_OF_ATTR in trial.user_attrs:
@@ -198,14 +241,18 @@ def study_row(trial: FrozenTrial, outcome: str) -> TrialRow:
     if outcome == NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, NO_RUN))
     steps = trial.intermediate_values
+    objective = trial.value if trial.state.name == "COMPLETE" else None
+    interval = seeds_interval(trial) or evaluation_interval(objective, trial.user_attrs.get(OBJECTIVE_SE_ATTR))
     return TrialRow(
         trial=trial.number,
         outcome=outcome,
-        objective=trial.value if trial.state.name == "COMPLETE" else None,
+        objective=objective,
         params={k: v for k, v in trial.params.items() if is_swept(k)},
         note=_trial_note(trial),
         state=trial.state.name,
         last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
+        stage=trial.user_attrs.get(STAGE_ATTR),
+        **(interval if objective is not None else {}),
     )
 
 
@@ -249,18 +296,30 @@ def _headline(summary: SweepSummary) -> str:
             f"MLflow outcomes: {outcomes or 'no runs found'}; objective: {summary.direction}.")
 
 
+def interval_text(trial: TrialRow) -> str:
+    """The objective's 95% interval and what it covers, or that none was recorded."""
+    if trial.interval is None:
+        return "no interval recorded: one value, not evidence that it is best"
+    low, high = trial.interval
+    return f"95% CI {low:.4g}..{high:.4g}, {trial.interval_basis}"
+
+
 def _best_line(summary: SweepSummary) -> str:
+    """The highest objective, always with its interval (or the note that it has none)."""
     best = summary.best
+    if best is None and any(t.stage for t in summary.trials) and summary.source == RUNS:
+        return "Best: see the stages report (each run here is one seed of a configuration)."
     if summary.source == RUNS:
         if best is None:
             return "Best: none (no trial succeeded)."
         chosen = ", ".join(f"{k}={format_value(best.params.get(k))}" for k in summary.params)
-        return (f"Best: trial {best.trial} objective {format_objective(best.objective)}"
+        return (f"Best: trial {best.trial} objective {format_objective(best.objective)} ({interval_text(best)})"
                 f" ({chosen or 'no swept params'}), run {best.run_id}.")
     if best is None:
         return "Best: none (no trial finished successfully)."
     chosen = ", ".join(f"{k}={format_value(v)}" for k, v in best.params.items())
-    return f"Best: trial {best.trial}, objective {format_objective(best.objective)} ({chosen or 'no params'})."
+    return (f"Best: trial {best.trial}, objective {format_objective(best.objective)} ({interval_text(best)}) "
+            f"({chosen or 'no params'}).")
 
 
 def _columns(summary: SweepSummary) -> list[tuple[str, Any]]:

@@ -42,14 +42,15 @@ class RookworldOptunaSweeper(Sweeper):
     def __init__(self, sampler: DictConfig, direction: Any, storage: Any, study_name: Any, n_trials: Any,
                  n_jobs: Any, max_failure_rate: Any, params: Any, stale_retries: Any, heartbeat_interval_s: Any,
                  grace_period_s: Any, validate: Any, max_worker_restarts: Any, connect_timeout_s: Any,
-                 statement_timeout_s: Any, lock_wait_s: Any, lock_lease_s: Any) -> None:
+                 statement_timeout_s: Any, lock_wait_s: Any, lock_lease_s: Any, stages: Any) -> None:
         # checked in sweep(): an error here would be wrapped by Hydra's instantiate into a traceback
         self._raw = {"sampler": sampler, "direction": direction, "storage": storage, "study_name": study_name,
                      "n_trials": n_trials, "n_jobs": n_jobs, "max_failure_rate": max_failure_rate, "params": params,
                      "stale_retries": stale_retries, "heartbeat_interval_s": heartbeat_interval_s,
                      "grace_period_s": grace_period_s, "validate": validate,
                      "max_worker_restarts": max_worker_restarts, "connect_timeout_s": connect_timeout_s,
-                     "statement_timeout_s": statement_timeout_s, "lock_wait_s": lock_wait_s, "lock_lease_s": lock_lease_s}
+                     "statement_timeout_s": statement_timeout_s, "lock_wait_s": lock_wait_s, "lock_lease_s": lock_lease_s,
+                     "stages": stages}
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None

@@ -33,6 +33,7 @@ import json
 import logging
 import os
 import signal
+import statistics
 import sys
 import threading
 import time
@@ -48,11 +49,15 @@ from optuna.trial import TrialState
 
 from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.lock import storage_lock
+from rookworld.sweep.rungs import ItemResult, ItemRun
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
-from rookworld.sweep.study import (FAIL_REASON_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
+from rookworld.sweep.stages import (SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView, due,
+                                    is_search)
+from rookworld.sweep.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
                                    resolve_stale_trials, trial_id)
-from rookworld.tracking import one_line
+from rookworld.sweep.summary import OBJECTIVE_SE_METRIC
+from rookworld.tracking import absolute_path, one_line
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +67,8 @@ SEED_STRIDE = 10_000  # seed offset between launches; workers of one launch take
 TOO_MANY_FAILURES_EXIT = 3
 STORAGE_FAULT_EXIT = 4  # the storage failed (a timeout, a full disk): reported in one line
 _PR_SET_PDEATHSIG = 1
+WAIT = "wait"  # ask(): nothing to start now, but running trials may make work for the next stage
+WAIT_INTERVAL_S = 1.0  # how often a worker with nothing to start asks again
 
 
 @dataclass
@@ -159,31 +166,116 @@ class Worker:
                 if trial is None:
                     self.event("done")
                     return 0
+                if trial == WAIT:
+                    time.sleep(WAIT_INTERVAL_S)
+                    continue
                 self.event("start", trial=trial.number)
-                result = self.run_trial(trial)
-                state = self.tell(trial, result)
+                if self.spec.settings.stages is not None:
+                    state = self.run_staged(trial)
+                else:
+                    state = self.tell(trial, self.run_trial(trial))
                 self.event("end", trial=trial.number, state=state)
 
     # ---------------------------------------------------------------- ask
 
     def ask(self) -> Any:
-        """The next trial of the study, or None when it has its n_trials (see the module docstring)."""
+        """The next trial of the study; None when it has its n_trials (and, staged, its verdict); WAIT when
+        a staged sweep's next stage waits for running trials (see the module docstring)."""
         s = self.spec.settings
         self.study.get_trials(deepcopy=False)  # reads the study's news outside the lock: under it, only what is newer
         with storage_lock(self.url, self.spec.base_dir, f"study:{s.study_name}", s.timeouts):
             resolve_stale_trials(self.study, self.storage, s.grace_period_s, s.stale_retries, self.clock)
-            counted = [t for t in self.study.get_trials(deepcopy=False)
-                       if t.state != TrialState.WAITING and not is_stale_failure(t)]
-            if len(counted) >= s.n_trials:
+            trials = self.study.get_trials(deepcopy=False)
+            if s.stages is not None:
+                trials = self.enqueue_due(trials)
+            counted = [t for t in trials if is_search(t) and t.state != TrialState.WAITING and not is_stale_failure(t)]
+            waiting = s.stages is not None and any(t.state == TrialState.WAITING for t in trials)
+            if len(counted) >= s.n_trials and not waiting:
+                if s.stages is not None and any(t.state == TrialState.RUNNING for t in trials):
+                    return WAIT
                 return None
             finished = [t for t in counted if t.state.is_finished()]
             failed = sum(t.state == TrialState.FAIL for t in finished)
             if len(finished) >= s.n_jobs and failed / len(finished) > s.max_failure_rate:
                 raise TooManyFailures(f"hydra.sweeper.max_failure_rate={s.max_failure_rate}: {failed} of "
                                       f"{len(finished)} finished trials failed (see their fail_reason): stopping")
-            trial = self.study.ask(fixed_distributions=self.spec.space.distributions)
-            self.heartbeat.own(trial_id(self.storage, s.study_name, trial.number))
+            if s.stages is None:
+                trial = self.study.ask(fixed_distributions=self.spec.space.distributions)
+                self.heartbeat.own(trial_id(self.storage, s.study_name, trial.number))
+            else:
+                trial = self.ask_staged()
         return trial
+
+    # ---------------------------------------------------------------- a staged sweep (rookworld/sweep/stages.py)
+
+    def enqueue_due(self, trials: list[Any]) -> list[Any]:
+        """Under the lock: enqueue the runs the stages need next, store the verdict once it is in; the trials."""
+        stages = self.spec.settings.stages
+        assert stages is not None
+        view = StageView.of(trials, stages, self.spec.settings.n_trials, self.penalty)
+        items, verdict = due(view)
+        for item in items:
+            self.study.enqueue_trial({}, user_attrs=item.attrs())
+        if verdict is not None and self.study.user_attrs.get(VERDICT_ATTR) is None:
+            self.study.set_user_attr(VERDICT_ATTR, verdict)
+        return self.study.get_trials(deepcopy=False) if items else trials
+
+    @property
+    def penalty(self) -> float:
+        return float(self.spec.config.objective.failure_penalty)
+
+    def ask_staged(self) -> Any:
+        """The next trial: an enqueued run first (the baseline, a race or confirmation run, a retry), else a
+        new search configuration with its params sampled."""
+        stages = self.spec.settings.stages
+        assert stages is not None
+        trial = self.study.ask()
+        self.heartbeat.own(trial_id(self.storage, self.spec.settings.study_name, trial.number))
+        item = Item.of(trial)
+        if item is None or (item.stage == SEARCH and not item.baseline):
+            params = self.spec.space.suggest(trial)
+        if item is None:
+            item = Item(SEARCH, str(trial.number), tuple(self.spec.space.param_overrides(params)), stages.search_seeds())
+            for key, value in item.attrs().items():
+                trial.set_user_attr(key, value)
+        return trial
+
+    def run_staged(self, trial: Any) -> str:
+        """Run a staged trial's segments (rookworld/sweep/rungs.py) and tell how it ended."""
+        stages, s = self.spec.settings.stages, self.spec.settings
+        assert stages is not None and stages.rungs is not None
+        bound = trial_id(self.storage, s.study_name, trial.number)
+        item = Item.of(self.storage.get_trial(bound))
+        assert item is not None
+        pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=stages.rungs[0], reduction_factor=stages.eta,
+                                                        min_early_stopping_rate=0, bootstrap_count=0)
+
+        def run_job(overrides: list[str], subdir: str) -> JobReturn:
+            return self.run_job([*self.spec.space.fixed, *overrides, f"trial.number={trial.number}",
+                                 f"hydra.sweep.dir='{self.spec.launch_dir}'",
+                                 f"hydra.sweep.subdir=trial_{trial.number}/{subdir}"], trial.number)
+
+        def report(rung: int, score: float) -> bool:
+            trial.report(score, rung)
+            return pruner.prune(self.study, self.storage.get_trial(bound))
+
+        def record(result: ItemResult) -> None:
+            self.storage.set_trial_user_attr(bound, SCORES_ATTR, result.scores)
+            self.storage.set_trial_user_attr(bound, SECONDS_ATTR, result.seconds)
+
+        root = Path(absolute_path(stages.checkpoint_dir, self.spec.base_dir))
+        result = ItemRun(item, stages, root, self.penalty, run_job, report, record, _job_error).run()
+        if result.failure is not None:
+            log.warning("trial %d failed: %s", trial.number, result.failure)
+            self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, result.failure)
+            return self._tell(trial, bound, state=TrialState.FAIL)
+        if result.objective is None:
+            return self._tell(trial, bound, state=TrialState.PRUNED)
+        self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, result.outcome)
+        final = [score for rung, _, score in result.scores if rung == stages.horizon]
+        if len(final) >= 2:  # the standard error of the seeds' mean
+            self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, statistics.stdev(final) / len(final) ** 0.5)
+        return self._tell(trial, bound, values=result.objective)
 
     # ---------------------------------------------------------------- run
 
@@ -192,11 +284,15 @@ class Worker:
                 f"hydra.sweep.dir='{self.spec.launch_dir}'"]
 
     def run_trial(self, trial: Any) -> JobReturn:
+        return self.run_job(self.job_overrides(trial), trial.number)
+
+    def run_job(self, overrides: list[str], number: int) -> JobReturn:
+        """One Hydra job of the sweep's task with these overrides, in this process."""
         spec = self.spec
-        config = spec.hydra_context.config_loader.load_sweep_config(spec.config, self.job_overrides(trial))
+        config = spec.hydra_context.config_loader.load_sweep_config(spec.config, overrides)
         with open_dict(config):
-            config.hydra.job.id = str(trial.number)
-            config.hydra.job.num = trial.number
+            config.hydra.job.id = str(number)
+            config.hydra.job.num = number
         try:
             return run_job(hydra_context=spec.hydra_context, task_function=self.task_function, config=config,
                            job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
@@ -215,6 +311,9 @@ class Worker:
             outcome = getattr(returned, "outcome", None)
             if outcome is not None:
                 self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
+            se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
+            if se is not None:
+                self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
             try:
                 value = float(getattr(returned, "objective", returned))
             except (TypeError, ValueError):

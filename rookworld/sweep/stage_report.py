@@ -1,0 +1,199 @@
+"""The report of a staged sweep: what each stage found, with its uncertainty.
+
+Printed at the end of the sweep and logged on its MLflow parent run (`sweep_summary/stages.md`, the
+fidelity plot `sweep_summary/fidelity.png`). Per stage, each configuration's mean over its seeds with a
+95% t-interval (mean +- t(0.975, n-1) x sd / sqrt(n)); the configurations that cannot be told apart
+from the best; the fidelity check (Spearman's rank correlation between the search's rung means and the
+race's full-horizon means over the raced configurations); the verdict; the winner's config against the
+baseline's, only the keys that differ; GPU-seconds per run and in total. A configuration is never
+called best without its interval.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from optuna.trial import TrialState
+from scipy import stats
+
+from rookworld.sweep.racing import RaceState
+from rookworld.sweep.stages import BASELINE, CONFIRM, RACE, SECONDS_ATTR, STAGE_ATTR, StageView, segment_scores
+
+CONFIDENCE = 0.95
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A configuration's mean over its seeds and the 95% t-interval (nan with one seed)."""
+
+    mean: float
+    low: float
+    high: float
+    seeds: int
+
+    @classmethod
+    def of(cls, scores: Mapping[int, float]) -> Estimate:
+        values = list(scores.values())
+        mean = statistics.fmean(values)
+        if len(values) < 2:
+            return cls(mean, math.nan, math.nan, len(values))
+        half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
+        return cls(mean, mean - half, mean + half, len(values))
+
+    def text(self) -> str:
+        if math.isnan(self.low):
+            return f"{self.mean:.4f} (1 seed, no interval)"
+        return f"{self.mean:.4f} (95% CI {self.low:.4f}..{self.high:.4f}, {self.seeds} seeds)"
+
+
+def name(config: str) -> str:
+    return BASELINE if config == BASELINE else f"trial {config}"
+
+
+@dataclass(frozen=True)
+class Fidelity:
+    rung: int
+    rho: float  # nan with fewer than 3 configurations
+    points: tuple[tuple[str, float, float], ...]  # (config, rung mean, full-horizon race mean)
+
+
+def search_section(view: StageView) -> tuple[list[str], dict[str, dict[int, dict[int, float]]]]:
+    """The search's lines and each configuration's scores per rung (config -> rung -> seed -> score)."""
+    s = view.settings
+    assert s.rungs is not None
+    per_config, lines = {}, []
+    rows = []
+    for trial, item in view.items("search"):
+        if not trial.state.is_finished():
+            continue
+        by_rung = {r: segment_scores(trial, r) for r in s.rungs}
+        by_rung = {r: v for r, v in by_rung.items() if len(v) == len(item.seeds)}
+        if not by_rung:
+            continue
+        per_config[item.config] = by_rung
+        last = max(by_rung)
+        rows.append((last, Estimate.of(by_rung[last]), item.config, trial.state.name.lower()))
+    rows.sort(key=lambda row: (-row[0], -row[1].mean))
+    lines.append(f"### Search: {len(rows)} configurations on seeds {list(s.search_seeds())} (validation), "
+                 f"rungs {list(s.rungs)}, eta {s.eta}")
+    lines.append("")
+    lines.append("| configuration | last rung | mean over its seeds there | state |")
+    lines.append("|---|---|---|---|")
+    for rung, estimate, config, state in rows:
+        lines.append(f"| {name(config)} | {rung} | {estimate.text()} | {state} |")
+    full = [(e, c) for r, e, c, _ in rows if r == s.horizon and not math.isnan(e.low)]
+    if full:
+        best = max(full, key=lambda pair: pair[0].mean)
+        close = [name(c) for e, c in full if e.high >= best[0].low and c != best[1]]
+        lines.append("")
+        lines.append(f"Highest search mean at the full horizon: {name(best[1])}, {best[0].text()}. Intervals "
+                     f"overlapping it (not told apart on the search seeds): {', '.join(close) or 'none'}.")
+    return lines, per_config
+
+
+def race_section(view: StageView, state: RaceState) -> list[str]:
+    s = view.settings
+    search = {i.config: segment_scores(t, s.horizon) for t, i in view.search_complete()}
+    lines = [f"### Race: {len(view.race_configs()) - 1} configurations and the baseline at {s.horizon} steps, "
+             f"up to {s.race.max_seeds} seeds, drop at one-sided {s.race.test} p <= {s.race.alpha} against the "
+             f"incumbent from {s.race.min_seeds} seeds", "",
+             "| configuration | mean over its race seeds | status |", "|---|---|---|"]
+    dropped = {d.config: d for d in state.dropped}
+    for config in [*state.survivors, *dropped]:
+        scores = {**search.get(config, {}), **view.run_scores(RACE, config)}
+        scores = {seed: scores[seed] for seed in s.race_seeds() if seed in scores}
+        if config in dropped:
+            d = dropped[config]
+            status = f"dropped after {d.after_seeds} seeds (worse than {name(str(d.incumbent))}, p = {d.p_value:.3f})"
+        else:
+            status = "survivor"
+        lines.append(f"| {name(config)} | {Estimate.of(scores).text()} | {status} |")
+    lines += ["", f"Survivors after {state.rounds} seeds (the race could not tell them apart from the best): "
+              f"{', '.join(name(c) for c in state.survivors)}."]
+    return lines
+
+
+def fidelity(view: StageView, state: RaceState, per_config: dict[str, dict[int, dict[int, float]]]) -> list[Fidelity]:
+    """Per rung below the full horizon: Spearman's rho of the rung means and the race means, over the raced
+    configurations that reached that rung."""
+    s = view.settings
+    assert s.rungs is not None
+    search = {i.config: segment_scores(t, s.horizon) for t, i in view.search_complete()}
+    race_means = {}
+    for config in view.race_configs():
+        scores = {**search.get(config, {}), **view.run_scores(RACE, config)}
+        if scores:
+            race_means[config] = statistics.fmean(scores.values())
+    result = []
+    for rung in s.rungs[:-1]:
+        points = tuple((c, statistics.fmean(per_config[c][rung].values()), m) for c, m in race_means.items()
+                       if rung in per_config.get(c, {}))
+        result.append(Fidelity(rung, spearman([p[1] for p in points], [p[2] for p in points]), points))
+    return result
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rho; nan with fewer than 3 points or a side that does not vary (no ranking to compare)."""
+    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
+        return math.nan
+    return float(stats.spearmanr(xs, ys).statistic)
+
+
+def seconds_section(view: StageView, per_gpu: int) -> list[str]:
+    """GPU-seconds: each run's wall seconds over the workers sharing a GPU."""
+    by_stage: dict[str, list[float]] = {}
+    for trial in view.trials:
+        if trial.state in (TrialState.WAITING, TrialState.RUNNING):
+            continue
+        stage = trial.user_attrs.get(STAGE_ATTR, "search")
+        by_stage.setdefault(stage, []).append(float(trial.user_attrs.get(SECONDS_ATTR, 0.0)) / per_gpu)
+    total = sum(sum(v) for v in by_stage.values())
+    parts = [f"{stage} {len(v)} trials, {statistics.fmean(v):.1f} s each" for stage, v in by_stage.items() if v]
+    return [f"GPU-seconds (wall seconds / trial.trials_per_gpu = {per_gpu}): " + "; ".join(parts)
+            + f"; total {total:.0f} s ({total / 3600:.2f} GPU-hours) to the verdict."]
+
+
+def stage_report(view: StageView, verdict: str | None, per_gpu: int,
+                 differences: Mapping[str, tuple] | None, compared: str | None) -> tuple[str, list[Fidelity]]:
+    """The report's markdown, and the fidelity figures (for the plot)."""
+    lines = ["## Stages", ""]
+    search_lines, per_config = search_section(view)
+    lines += search_lines
+    checks: list[Fidelity] = []
+    if view.search_done():
+        state = view.race_state()
+        lines += ["", *race_section(view, state)]
+        checks = fidelity(view, state, per_config)
+        for check in checks:
+            rho = "n/a (fewer than 3 configurations, or tied scores)" if math.isnan(check.rho) else f"{check.rho:+.2f}"
+            lines.append(f"Fidelity: Spearman's rho between the rung-{check.rung} means and the full-horizon race "
+                         f"means over {len(check.points)} raced configurations: {rho}.")
+        finalists = view.finalists(state) if state.finished else []
+        if finalists:
+            s = view.settings
+            lines += ["", f"### Confirmation on fresh seeds {list(s.confirm_seeds())}, test positions", "",
+                      "| configuration | mean over the fresh seeds |", "|---|---|"]
+            for config in [*finalists, BASELINE]:
+                scores = view.run_scores(CONFIRM, config)
+                if scores:
+                    lines.append(f"| {name(config)} | {Estimate.of(scores).text()} |")
+    lines += ["", verdict or "verdict: not reached yet (the same command goes on)"]
+    if differences is not None and compared is not None:
+        lines += ["", f"{name(compared)} against the baseline, the keys that differ:"]
+        lines += [f"- `{key}`: {old!r} (baseline) -> {new!r}" for key, (old, new) in differences.items()] or ["- none"]
+    lines += ["", *seconds_section(view, per_gpu)]
+    return "\n".join(lines), checks
+
+
+def compared_config(view: StageView) -> str | None:
+    """The configuration the report sets against the baseline: the winner, else the race's best survivor
+    that is not the baseline."""
+    if not view.search_done():
+        return None
+    state = view.race_state()
+    finalists = view.finalists(state)
+    return finalists[0] if finalists else None
+

@@ -1,0 +1,198 @@
+"""The stages of a staged sweep as Optuna trials, and what each stage needs next.
+
+Every piece of work is an Optuna trial whose user attrs (`rookworld:work.*`) say what it runs:
+
+- **search**: a configuration on the k search seeds, rung by rung (rookworld/sweep/rungs.py): the
+  sampler's trials, and the **baseline** (`hydra.sweeper.stages.baseline` overrides instead of sampled
+  params), enqueued first. Successive halving stops a configuration at a rung.
+- **race**: one configuration on one added seed at the full horizon. The race
+  (rookworld/sweep/racing.py) runs the `race.top` best searched configurations and the baseline; the
+  search's full-horizon scores are its first rounds.
+- **confirm**: a finalist (a race survivor) or the baseline on one fresh seed, scored on the test
+  positions; once every run is in, the verdict (rookworld/sweep/verdict.py) is stored on the study.
+
+`due()` derives the next stage's runs from what the study records, and nothing else: called under the
+study's lock by every worker before it asks (rookworld/sweep/worker.py), it enqueues only runs no trial
+holds yet, so a killed sweep, several workers and several launches agree. Race and confirmation trials
+and the baseline have no Optuna params (their configuration is in `rookworld:work.overrides`): the
+sampler learns from the sampled search trials only.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from optuna.trial import FrozenTrial, TrialState
+
+from rookworld.sweep.racing import RaceState, race
+from rookworld.sweep.stage_settings import StageSettings
+from rookworld.sweep.study import CARRIED_PREFIX, OUTCOME_ATTR, is_stale_failure
+from rookworld.sweep.verdict import Verdict, confirm
+
+WORK = CARRIED_PREFIX  # a re-queued trial carries these attrs (rookworld/sweep/study.py)
+STAGE_ATTR = WORK + "stage"
+CONFIG_ATTR = WORK + "config"
+OVERRIDES_ATTR = WORK + "overrides"
+SEEDS_ATTR = WORK + "seeds"
+SCORES_ATTR = "rookworld:scores"  # [[rung, seed, score], ...]: each finished segment of the trial
+SECONDS_ATTR = "rookworld:seconds"  # wall seconds of the trial's runs (its GPU slot's time)
+VERDICT_ATTR = "rookworld:verdict"  # study user attr: the verdict line, once the confirmation is in
+BASELINE = "baseline"
+SEARCH, RACE, CONFIRM = "search", "race", "confirm"
+SUCCESS = "success"
+
+
+@dataclass(frozen=True)
+class Item:
+    """What one trial runs: a configuration (`config`: the search trial number that sampled it, or
+    "baseline") on some seeds, in a stage."""
+
+    stage: str
+    config: str
+    overrides: tuple[str, ...]
+    seeds: tuple[int, ...]
+
+    @property
+    def baseline(self) -> bool:
+        return self.config == BASELINE
+
+    @property
+    def split(self) -> str:
+        """The held-out part that scores it: selection uses validation, the confirmation test."""
+        return "test" if self.stage == CONFIRM else "validation"
+
+    def attrs(self) -> dict[str, Any]:
+        return {STAGE_ATTR: self.stage, CONFIG_ATTR: self.config, OVERRIDES_ATTR: list(self.overrides),
+                SEEDS_ATTR: list(self.seeds)}
+
+    @classmethod
+    def of(cls, trial: Any) -> Item | None:
+        """The item of a trial (frozen or live), None for a trial that is not one yet."""
+        attrs = trial.user_attrs
+        if STAGE_ATTR not in attrs:
+            return None
+        return cls(attrs[STAGE_ATTR], str(attrs[CONFIG_ATTR]), tuple(attrs[OVERRIDES_ATTR]), tuple(attrs[SEEDS_ATTR]))
+
+    @property
+    def key(self) -> tuple[str, str, tuple[int, ...]]:
+        return self.stage, self.config, self.seeds
+
+
+def segment_scores(trial: FrozenTrial, rung: int) -> dict[int, float]:
+    """seed -> score of the trial's finished segments at `rung`."""
+    return {int(seed): float(score) for r, seed, score in trial.user_attrs.get(SCORES_ATTR, []) if r == rung}
+
+
+def is_search(trial: FrozenTrial) -> bool:
+    """A search trial (every trial of an unstaged sweep is one)."""
+    return trial.user_attrs.get(STAGE_ATTR, SEARCH) == SEARCH
+
+
+@dataclass(frozen=True)
+class StageView:
+    """A staged study as its stages see it (the report reads the same view)."""
+
+    settings: StageSettings
+    trials: tuple[FrozenTrial, ...]  # stale failures left out
+    n_trials: int
+    penalty: float  # a failed run's score (objective.failure_penalty)
+
+    @classmethod
+    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int, penalty: float) -> StageView:
+        return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials, penalty)
+
+    def items(self, stage: str) -> list[tuple[FrozenTrial, Item]]:
+        pairs = [(t, Item.of(t)) for t in self.trials]
+        return [(t, item) for t, item in pairs if item is not None and item.stage == stage]
+
+    def search_complete(self) -> list[tuple[FrozenTrial, Item]]:
+        return [(t, i) for t, i in self.items(SEARCH) if t.state == TrialState.COMPLETE]
+
+    def search_done(self) -> bool:
+        search = [t for t in self.trials if is_search(t)]
+        started = [t for t in search if t.state != TrialState.WAITING]
+        return len(started) >= self.n_trials and all(t.state.is_finished() for t in search)
+
+    def overrides(self) -> dict[str, tuple[str, ...]]:
+        return {item.config: item.overrides for _, item in self.items(SEARCH)}
+
+    def run_scores(self, stage: str, config: str) -> dict[int, float]:
+        """seed -> full-horizon score of `config`'s one-seed runs of `stage` (a run that raised: the penalty)."""
+        scores = {}
+        for trial, item in self.items(stage):
+            if item.config != config:
+                continue
+            if trial.state == TrialState.COMPLETE:
+                scores.update(segment_scores(trial, self.settings.horizon))
+            elif trial.state == TrialState.FAIL:
+                scores.update({seed: self.penalty for seed in item.seeds})
+        return scores
+
+    def ranked_search(self) -> list[tuple[FrozenTrial, Item]]:
+        """The searched configurations (baseline aside) that ran to the full horizon and succeeded, best first."""
+        done = [(t, i) for t, i in self.search_complete()
+                if not i.baseline and t.user_attrs.get(OUTCOME_ATTR) == SUCCESS and t.value is not None]
+        return sorted(done, key=lambda pair: -float(pair[0].value))
+
+    def race_configs(self) -> list[str]:
+        return [item.config for _, item in self.ranked_search()[:self.settings.race.top]] + [BASELINE]
+
+    def race_state(self) -> RaceState:
+        s = self.settings
+        search = {i.config: segment_scores(t, s.horizon) for t, i in self.search_complete()}
+        configs = self.race_configs()
+        scores = {c: {**search.get(c, {}), **self.run_scores(RACE, c)} for c in configs}
+        return race(configs, scores, s.race_seeds(), alpha=s.race.alpha, min_seeds=s.race.min_seeds,
+                    test=s.race.test)
+
+    def finalists(self, state: RaceState) -> list[str]:
+        return [c for c in state.survivors if c != BASELINE][:self.settings.confirm.finalists]
+
+    def verdict(self, finalists: list[str]) -> Verdict | None:
+        """The confirmation's verdict once every finalist and the baseline have every fresh seed."""
+        seeds = set(self.settings.confirm_seeds())
+        scores = {c: self.run_scores(CONFIRM, c) for c in [*finalists, BASELINE]}
+        if any(set(s) != seeds for s in scores.values()):
+            return None
+        c = self.settings.confirm
+        return confirm({int(f): scores[f] for f in finalists}, scores[BASELINE], alpha=c.alpha, test=c.test)
+
+
+def no_finalist_line(state: RaceState) -> str:
+    return (f"verdict: no configuration beats the baseline (the race dropped every configuration against it, "
+            f"{state.rounds} seeds)")
+
+
+def due(view: StageView) -> tuple[list[Item], str | None]:
+    """(runs to enqueue that no trial holds yet, the verdict line once the confirmation is in)."""
+    s = view.settings
+    held = {item.key for item in (Item.of(t) for t in view.trials) if item is not None}
+    baseline = Item(SEARCH, BASELINE, s.baseline, s.search_seeds())
+    if baseline.key not in held:
+        return [baseline], None
+    if not view.search_done():
+        return [], None
+    overrides = view.overrides()
+    state = view.race_state()
+    if not state.finished:
+        ahead = s.race_seeds()[state.rounds + 1:state.rounds + 1 + s.race.ahead]
+        runs = [*state.pending, *((config, seed) for seed in ahead for config in state.survivors)]
+        wanted = [Item(RACE, config, overrides[config], (seed,)) for config, seed in runs]
+        return [item for item in wanted if item.key not in held], None
+    finalists = view.finalists(state)
+    if not finalists:
+        return [], no_finalist_line(state)
+    wanted = [Item(CONFIRM, config, overrides[config], (seed,)) for config in [*finalists, BASELINE]
+              for seed in s.confirm_seeds()]
+    missing = [item for item in wanted if item.key not in held]
+    if missing:
+        return missing, None
+    verdict = view.verdict(finalists)
+    return [], verdict.line() if verdict is not None else None
+
+
+def mean(scores: dict[int, float]) -> float:
+    return statistics.fmean(scores.values())

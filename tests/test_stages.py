@@ -1,0 +1,266 @@
+"""The sweep's stages on real components: paired seeds, rungs as prefixes of the full run, and the knobs.
+
+The end-to-end staged sweep (search on paired seeds with rungs, race, confirmation, report, kill and
+resume) is in tests/test_stages_sweep.py."""
+from pathlib import Path
+
+import pytest
+import torch
+
+from rookworld.components import build_trainer
+from rookworld.config import ConfigError, load_run
+from rookworld.tracking import make_tracker
+from train_helpers import tiny_config
+
+PREFIX_RUN = ["steps=3", "task_mix=env_only", "kl=fixed", "kl.coef=0.05", "kl.warmup_steps=2", "eval.every=0",
+              "optimizer.lr=1e-4", "optimizer.warmup_steps=1", "optimizer.min_lr_ratio=0.1", "eval.num_policy=0",
+              "eval.num_arbiter=2", "prompts_per_step=1", "data.arbiter_pool_size=4", "data.arbiter_pool_walks=200"]
+
+
+def make_trainer(tmp_path: Path, *overrides: str):
+    cfg = tiny_config(tmp_path, *overrides)
+    return build_trainer(load_run(cfg), make_tracker(cfg))
+
+
+def test_paired_seeds_give_two_configurations_the_same_problem_order(tmp_path: Path) -> None:
+    """Seed i is the same for every configuration: the problems a step trains on depend on the seed only,
+    not on the configuration's knobs (here the learning rate, KL and temperature)."""
+    def order(name: str, seed: int, *knobs: str) -> list[str]:
+        trainer = make_trainer(tmp_path / name, "task_mix=balanced", f"seed={seed}", "data.arbiter_pool_size=4",
+                               "data.arbiter_pool_walks=200", *knobs)
+        return [p.prompt_text for _ in range(5) for p in trainer.sample_rows()]
+
+    first = order("a", 3, "optimizer.lr=1e-5")
+    second = order("b", 3, "optimizer.lr=3e-4", "kl.coef=0.2", "sampling.temperature=1.3")
+    assert first == second
+    assert order("c", 4, "optimizer.lr=1e-5") != first, "another seed must give another order"
+
+
+def test_a_prefix_resumed_to_the_full_horizon_equals_an_uninterrupted_run_bitwise(tmp_path: Path) -> None:
+    """A rung: the run stops at stop_at=2 of steps=3 (its LR warm-up and cosine decay, its KL warm-up span
+    all 3 steps), evaluates and saves its checkpoint; the promoted configuration resumes from it to step 3
+    and ends with the same weights, bit for bit, as a run of 3 steps without a stop."""
+    cache = f"eval.cache_dir={tmp_path}/eval_cache"  # the step-0 evaluation, computed once
+    straight = make_trainer(tmp_path / "straight", *PREFIX_RUN, cache)
+    start = [p.detach().clone() for p in straight.policy.parameters()]
+    straight.fit()
+    rung = make_trainer(tmp_path / "rung", *PREFIX_RUN, cache, "stop_at=2", "checkpoint.save_final=true")
+    result = rung.fit()
+    assert (result.steps, result.outcome) == (2, "success") and result.reason == "finished 2 steps of 3"
+    checkpoint = tmp_path / "rung" / "checkpoints" / "step_000002"
+    promoted = make_trainer(tmp_path / "promoted", *PREFIX_RUN, cache, f"resume_from={checkpoint}")
+    assert promoted.step == 2
+    promoted.fit()
+    assert any(not torch.equal(a, b) for a, b in zip(start, straight.policy.parameters()))
+    for (name, a), b in zip(straight.policy.named_parameters(), promoted.policy.parameters()):
+        assert torch.equal(a, b), name
+    assert promoted.kl.coef == straight.kl.coef
+
+
+@pytest.mark.parametrize("bad", ["stop_at=0", "stop_at=5"])
+def test_stop_at_must_be_a_prefix(tmp_path: Path, bad: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        load_run(tiny_config(tmp_path, "steps=4", bad))
+    assert str(error.value) == f"{bad}: must be null or between 1 and steps = 4 (a prefix of the run)"
+
+
+STAGES = {"enabled": True, "seeds": 2, "first_seed": 0, "rungs": [1, 2], "eta": 2, "baseline": [],
+          "race": {"top": 2, "max_seeds": 3, "min_seeds": 2, "alpha": 0.05, "test": "wilcoxon", "ahead": 0},
+          "confirm": {"seeds": 2, "finalists": 1, "alpha": 0.05, "test": "wilcoxon"}, "checkpoint_dir": "stages"}
+K = "hydra.sweeper.stages."
+
+
+def stages_with(key: str, value) -> dict:
+    node = {**STAGES, "race": dict(STAGES["race"]), "confirm": dict(STAGES["confirm"])}
+    head, _, tail = key.partition(".")
+    if tail:
+        node[head][tail] = value
+    else:
+        node[head] = value
+    return node
+
+
+@pytest.mark.parametrize(("key", "value", "rule"), [
+    ("enabled", "yes", "must be true or false"),
+    ("seeds", 0, "must be an integer >= 1"),
+    ("first_seed", -1, "must be an integer >= 0"),
+    ("eta", 1, "must be an integer >= 2"),
+    ("rungs", [1, 3], "each rung must be eta = 2 times the one before (successive halving)"),
+    ("rungs", "100", "expected a list of step counts >= 1, e.g. [100, 200, 400], or null"),
+    ("baseline", ["experiment"], "expected a list of overrides (key=value), e.g. [experiment=grpo_rookworld_tiny]"),
+    ("checkpoint_dir", "", "expected a folder for the rungs' checkpoints"),
+    ("race.top", 0, "must be an integer >= 1"),
+    ("race.max_seeds", 1, "must be an integer >= 2"),
+    ("race.min_seeds", 1, "must be an integer >= 2"),
+    ("race.min_seeds", 4, "must be <= race.max_seeds = 3"),
+    ("race.alpha", 1.5, "must be a number in (0, 1)"),
+    ("race.test", "sign", "expected one of wilcoxon, t"),
+    ("race.ahead", -1, "must be an integer >= 0"),
+    ("confirm.seeds", 1, "must be an integer >= 2"),
+    ("confirm.finalists", 0, "must be an integer >= 1"),
+    ("confirm.alpha", 0, "must be a number in (0, 1)"),
+    ("confirm.test", "z", "expected one of wilcoxon, t"),
+])
+def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> None:
+    from rookworld.sweep.stage_settings import StageSettings
+
+    with pytest.raises(ConfigError) as error:
+        StageSettings.parse(stages_with(key, value))
+    assert str(error.value) == f"{K}{key}={value!r}: {rule}"
+
+
+def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
+    from rookworld.sweep.settings import SweepSettings
+    from rookworld.sweep.stage_settings import StageSettings
+
+    with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.stages\.race=\['rounds'\]: unknown key"):
+        StageSettings.parse(stages_with("race", {**STAGES["race"], "rounds": 3}))
+    from test_sweeps import sweeper_args
+
+    with pytest.raises(ConfigError) as error:
+        SweepSettings.parse(sweeper_args(direction="minimize", stages=STAGES))
+    assert str(error.value) == ("hydra.sweeper.direction='minimize': a staged sweep maximizes eval/score (its race "
+                                "and verdict test for higher scores)")
+
+
+@pytest.mark.parametrize(("overrides", "line"), [
+    (["hydra.sweeper.stages.rungs=[1,2]", "steps=3"],
+     "rookworld: error: hydra.sweeper.stages.rungs=[1, 2]: the last rung must be the full horizon, steps = 3"),
+    (["trial=optuna", "trial/pruner=none"],
+     "rookworld: error: trial.hooks=['optuna_pruning']: a staged sweep's jobs report nothing to Optuna themselves "
+     "(the worker reports each rung's seed mean): use trial=stages"),
+    (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': must be an integer >= 2"),
+])
+def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrides: list[str], line: str) -> None:
+    import subprocess
+    import sys
+
+    from sweep_helpers import subprocess_env
+
+    command = [sys.executable, "-m", "rookworld.train", "-m", "sweeps=smoke", "model=tiny", "trial=stages", "steps=2",
+               "hydra.sweeper.stages.enabled=true", *overrides]
+    done = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip().splitlines() == [line]
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
+    import optuna
+
+    from rookworld.sweep.study import OBJECTIVE_SE_ATTR, OUTCOME_ATTR
+    from rookworld.sweep.stages import SCORES_ATTR
+    from rookworld.sweep.summary import summarise_study, summary_markdown
+
+    def best_line(attrs: dict) -> str:
+        study = optuna.create_study(direction="maximize")
+        trial = study.ask()
+        for key, value in {OUTCOME_ATTR: "success", **attrs}.items():
+            trial.set_user_attr(key, value)
+        study.tell(trial, 0.5)
+        return [line for line in summary_markdown(summarise_study(study)).splitlines() if line.startswith("Best:")][0]
+
+    assert best_line({OBJECTIVE_SE_ATTR: 0.01}) == ("Best: trial 0, objective 0.5 (95% CI 0.4804..0.5196, one seed: "
+                                                    "evaluation noise only, not the seed spread) (no params).")
+    staged = best_line({SCORES_ATTR: [[1, 0, 0.4], [1, 1, 0.6], [2, 0, 0.45], [2, 1, 0.55]]})
+    assert staged == "Best: trial 0, objective 0.5 (95% CI -0.1353..1.135, 2 seeds at step 2) (no params)."
+    assert best_line({}) == ("Best: trial 0, objective 0.5 (no interval recorded: one value, not evidence that it is "
+                             "best) (no params).")
+
+
+def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid() -> None:
+    """sweeps=verdict (the GPU run): its stages parse, its rungs end at its steps, and the baseline it names
+    composes to the sweep's own config (a sampled configuration differs from it in the sampled keys only)."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    from rookworld.resume_check import differences
+    from rookworld.sweep.stage_settings import StageSettings
+    from train_helpers import CONF_DIR
+
+    with initialize_config_dir(config_dir=CONF_DIR):
+        sweep = compose("config", overrides=["sweeps=verdict", "device=cpu"], return_hydra_config=True)
+        stages = StageSettings.parse(sweep.hydra.sweeper.stages).with_horizon(sweep.steps)
+        baseline = compose("config", overrides=["sweeps=verdict", "device=cpu", *stages.baseline])
+    assert stages.rungs == (100, 200, 400) and stages.confirm_seeds() == tuple(range(10, 20))
+    assert not set(stages.search_seeds()) & set(stages.confirm_seeds())
+    plain = OmegaConf.to_container(sweep, resolve=False)
+    plain.pop("hydra")
+    assert differences(plain, OmegaConf.to_container(baseline, resolve=False)) == {}
+    load_run(baseline)
+
+
+def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice() -> None:
+    """stages.due() on a real (in-memory) Optuna study: the baseline first; nothing before the search is done;
+    then the race's next round (and `ahead` rounds), the confirmation on fresh seeds, the verdict. Calling it
+    again on the same study enqueues nothing more (several workers, a resumed sweep)."""
+    import optuna
+
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import (BASELINE, SCORES_ATTR, Item, StageView, due)
+    from rookworld.sweep.study import OUTCOME_ATTR
+
+    node = stages_with("race", {**STAGES["race"], "max_seeds": 4, "min_seeds": 3, "test": "t", "ahead": 1})
+    node["confirm"] = {**STAGES["confirm"], "seeds": 3, "test": "t"}
+    settings = StageSettings.parse(node).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+    true_mean = {BASELINE: 0.50, "1": 0.60, "2": 0.40}
+
+    def wobble(config: str, seed: int) -> float:  # each configuration's own noise on a seed
+        return 0.005 * ((seed * 7 + 3 * len(config) + int(config.isdigit() and config)) % 5 - 2)
+
+    def step() -> tuple[list[Item], str | None]:
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0))
+        for item in items:
+            study.enqueue_trial({}, user_attrs=item.attrs())
+        return items, verdict
+
+    def run_waiting() -> None:
+        for waiting in [t for t in study.get_trials() if t.state == optuna.trial.TrialState.WAITING]:
+            trial = study.ask()
+            assert trial.number == waiting.number
+            item = Item.of(trial)
+            scores = [[r, s, true_mean[item.config] + wobble(item.config, s) * r] for r in (1, 2) for s in item.seeds]
+            trial.set_user_attr(SCORES_ATTR, scores)
+            trial.set_user_attr(OUTCOME_ATTR, "success")
+            study.tell(trial, sum(v for r, _, v in scores if r == 2) / len(item.seeds))
+
+    items, _ = step()
+    assert [(i.stage, i.config, i.seeds) for i in items] == [("search", BASELINE, (0, 1))]
+    assert step() == ([], None)  # held: not enqueued again, and the search is not done
+    run_waiting()
+    for number in (1, 2):  # two sampled configurations
+        item = Item("search", str(number), (f"optimizer.lr={number}e-4",), (0, 1))
+        study.enqueue_trial({}, user_attrs=item.attrs())
+    run_waiting()
+    items, _ = step()  # round 3 (seed 2) for all three, and one round ahead (seed 3)
+    assert sorted((i.config, i.seeds) for i in items) == sorted(
+        (c, (s,)) for c in ("1", "2", BASELINE) for s in (2, 3))
+    assert {i.stage for i in items} == {"race"} and step() == ([], None)
+    run_waiting()
+    items, _ = step()  # at 3 seeds trial 1 is the incumbent, the others are dropped: confirm 1 and the baseline
+    assert sorted((i.stage, i.config, i.seeds) for i in items) == sorted(
+        ("confirm", c, (s,)) for c in ("1", BASELINE) for s in (4, 5, 6))
+    assert {i.split for i in items} == {"test"}
+    run_waiting()
+    items, verdict = step()
+    assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline by +0.1")
+
+
+def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
+    import optuna
+
+    from rookworld.sweep.stages import Item
+    from rookworld.sweep.study import OUTCOME_ATTR
+    from rookworld.sweep.summary import summarise_study
+
+    study = optuna.create_study(direction="maximize")
+    for stage, value in (("search", 0.5), ("race", 0.9), ("confirm", 0.8)):
+        trial = study.ask()
+        for key, attr in {**Item(stage, "0", (), (0,)).attrs(), OUTCOME_ATTR: "success"}.items():
+            trial.set_user_attr(key, attr)
+        study.tell(trial, value)
+    summary = summarise_study(study)
+    assert summary.best.trial == 0
+    assert [t.note for t in summary.trials] == ["search (validation), config of trial 0, seeds [0]",
+                                                "race (validation), config of trial 0, seeds [0]",
+                                                "confirm (test), config of trial 0, seeds [0]"]

@@ -1,0 +1,138 @@
+"""One staged sweep end to end on the CPU, killed and resumed: the search on paired seeds with rungs, the
+race, the confirmation on fresh seeds on the test positions, the report and the verdict.
+
+The sweep is `sweeps=smoke` on the random tiny model, 2 steps (rungs 1 and 2), 3 configurations (the
+baseline among them) on k=2 seeds, a race of the 2 best and the baseline up to 3 seeds, a confirmation on
+2 fresh seeds, tracked in MLflow. It is SIGKILLed once its search has a finished trial and a running
+one that has finished a segment (a seed's first rung), then the same command finishes it. One launch pair serves every assertion (a module fixture)."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+import pytest
+from optuna.trial import TrialState
+
+from rookworld.sweep.stages import BASELINE, CONFIG_ATTR, SCORES_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR, Item
+from rookworld.sweep.study import RETRY_OF_ATTR, is_stale_failure
+from sweep_helpers import REPO, load_study, mlflow_runs, subprocess_env, wait_for
+
+pytestmark = pytest.mark.slow  # one killed and resumed sweep of ~25 runs: 94-160 s on the shared 2-core machine (load 3-5)
+
+STAGED = ["sweeps=smoke", "model=tiny", "trial=stages", "steps=2", "eval.every=0", "eval.num_policy=2",
+          "eval.num_arbiter=2", "data.arbiter_pool_size=4", "data.arbiter_pool_walks=200",
+          "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=1", "hydra.sweeper.stages.enabled=true",
+          "hydra.sweeper.stages.seeds=2", "hydra.sweeper.stages.rungs=[1,2]", "hydra.sweeper.stages.race.top=2",
+          "hydra.sweeper.stages.race.max_seeds=3", "hydra.sweeper.stages.race.min_seeds=2",
+          "hydra.sweeper.stages.confirm.seeds=2"]
+URL = "journal:outputs/optuna/smoke.journal"
+
+
+def staged_command(*overrides: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "rookworld.train", "-m", *STAGED, *overrides]
+
+
+@dataclass
+class Outcome:
+    directory: Path
+    killed: frozenset[int]  # trials RUNNING when the sweep was killed
+    output: str  # the second launch's stdout
+    code: int
+    study: optuna.Study
+
+
+@pytest.fixture(scope="module")
+def staged(tmp_path_factory: pytest.TempPathFactory) -> Outcome:
+    directory = tmp_path_factory.mktemp("staged")
+    journal = directory / "outputs" / "optuna" / "smoke.journal"
+    first = subprocess.Popen(staged_command(), cwd=directory, env=subprocess_env(), stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+
+    def mid_search() -> bool:
+        if not journal.exists() or first.poll() is not None:
+            return first.poll() is not None
+        try:
+            trials = load_study(f"journal:{journal}").get_trials(deepcopy=False)
+        except KeyError:  # the journal exists, the study not yet
+            return False
+        return TrialState.COMPLETE in [t.state for t in trials] and bool(mid_trial(trials))
+
+    def mid_trial(trials: list[optuna.trial.FrozenTrial]) -> list[int]:
+        return [t.number for t in trials if t.state == TrialState.RUNNING and t.user_attrs.get(SCORES_ATTR)]
+
+    wait_for(mid_search, 120, "a finished trial and a running one with a finished segment")
+    assert first.poll() is None, "the sweep ended before it could be killed"
+    os.killpg(first.pid, signal.SIGSTOP)  # what the study holds at the kill
+    killed = frozenset(mid_trial(load_study(f"journal:{journal}").get_trials(deepcopy=False)))
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    second = subprocess.run(staged_command(), cwd=directory, env=subprocess_env(), capture_output=True, text=True,
+                            timeout=300)
+    return Outcome(directory, killed, second.stdout, second.returncode, load_study(f"journal:{journal}"))
+
+
+def items(study: optuna.Study) -> list[tuple[optuna.trial.FrozenTrial, Item]]:
+    return [(t, Item.of(t)) for t in study.get_trials(deepcopy=False) if not is_stale_failure(t)]
+
+
+def test_the_resumed_sweep_runs_every_stage_and_prints_the_report_and_verdict(staged: Outcome) -> None:
+    assert staged.code == 0, staged.output[-2000:]
+    stages = {item.stage for _, item in items(staged.study)}
+    assert stages == {"search", "race", "confirm"}
+    assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t, _ in items(staged.study))
+    verdict = staged.study.user_attrs[VERDICT_ATTR]
+    assert verdict.startswith("verdict: ") and verdict in staged.output
+    for heading in ("### Search", "### Race", "Fidelity: Spearman's rho", "### Confirmation", "GPU-seconds"):
+        assert heading in staged.output
+    assert "Best: trial" not in staged.output or "95% CI" in staged.output
+
+
+def test_seeds_are_paired_and_the_confirmation_seeds_are_fresh_and_on_test(staged: Outcome) -> None:
+    pairs = items(staged.study)
+    search = [(t, i) for t, i in pairs if i.stage == "search" and t.state == TrialState.COMPLETE]
+    assert {i.seeds for _, i in search} == {(0, 1)}
+    for trial, item in search:  # per-seed scores at every rung, on the trial
+        assert sorted((r, s) for r, s, _ in trial.user_attrs[SCORES_ATTR]) == [(1, 0), (1, 1), (2, 0), (2, 1)]
+    race_seeds = {s for _, i in pairs if i.stage == "race" for s in i.seeds}
+    confirm = [(t, i) for t, i in pairs if i.stage == "confirm"]
+    assert race_seeds == {2} and {s for _, i in confirm for s in i.seeds} == {3, 4}
+    assert {i.split for _, i in confirm} == {"test"}
+    assert BASELINE in {i.config for _, i in confirm}
+
+
+def test_the_baseline_comes_first_and_is_marked_in_the_study_and_mlflow(staged: Outcome) -> None:
+    first = staged.study.get_trials(deepcopy=False)[0]
+    assert first.user_attrs[CONFIG_ATTR] == BASELINE and first.params == {}
+    runs = mlflow_runs(staged.directory)
+    baseline = [r for r in runs if r.data.tags.get("rookworld.baseline") == "true"]
+    assert baseline and all(r.data.tags["rookworld.config"] == BASELINE for r in baseline)
+    stages = {r.data.tags.get("rookworld.stage") for r in runs if r.data.tags.get("rookworld.role") == "trial"}
+    assert stages == {"search", "race", "confirm"}
+    parent = [r for r in runs if r.data.tags.get("rookworld.role") == "sweep_parent"]
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+
+
+def test_a_kill_resumes_without_double_work(staged: Outcome) -> None:
+    assert staged.killed, "the kill must have hit a running trial"
+    keys = [i.key for _, i in items(staged.study)]
+    assert len(keys) == len(set(keys)), "a run was enqueued twice"
+    trials = staged.study.get_trials(deepcopy=False)
+    for number in staged.killed:
+        killed = trials[number]
+        assert is_stale_failure(killed)
+        retry = [t for t in trials if t.user_attrs.get(RETRY_OF_ATTR) == number]
+        assert len(retry) == 1 and retry[0].state.is_finished()
+        assert Item.of(retry[0]) == Item.of(killed) and retry[0].params == killed.params
+        assert retry[0].user_attrs[SEEDS_ATTR] == killed.user_attrs[SEEDS_ATTR]
+        # the killed trial's finished segments are not run again: the retry goes on from their checkpoints
+        done = {f"seed_{seed}_step_{rung}" for rung, seed, _ in killed.user_attrs[SCORES_ATTR]}
+        ran = {p.name for p in staged.directory.glob(f"outputs/sweeps/smoke/*/trial_{retry[0].number}/*")}
+        assert ran and not done & ran
+    stage_of = [t.user_attrs[STAGE_ATTR] for t in trials]
+    assert stage_of.index("confirm") > max(i for i, s in enumerate(stage_of) if s == "search")

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# The verdict sweep (sweeps/verdict.yaml) on a 4-GPU machine, resumable across device calls of 10 minutes.
+# On the GPU machine, from the repository root (no network):
+#   bash tools/verdict_device.sh            # OUT=/tmp/out; one call; run it again until it prints a verdict
+# Each call: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (500), stops
+# it with SIGINT (its running trials are failed as stale by the next call and re-queued: a search, race or
+# confirmation run goes on from its last finished rung when the checkpoints are still there, else from its
+# start), then copies the journal, the printed summary and report, the launch logs and the GPU log to $OUT.
+#
+# The study's storage travels back and forth as ONE FILE, outputs/optuna/verdict.journal (append-only):
+#   - after a call, the lead copies $OUT/verdict/verdict.journal into the working tree as
+#     verdict_state/verdict.journal (untracked, not ignored: it travels with the next call's tree);
+#   - at the start of a call this script copies verdict_state/verdict.journal over
+#     outputs/optuna/verdict.journal when the machine has none or a shorter one (a fresh machine; a warm
+#     one keeps outputs/, checkpoints included, between calls).
+# The rung checkpoints (outputs/sweeps/verdict/stages/, ~90 MB per running seed) do not travel: on a fresh
+# machine a cut run starts again from step 0 (same seed, so the same problem order).
+set -u
+OUT=${OUT:-/tmp/out}
+SWEEP_S=${SWEEP_S:-500}
+STUDY=verdict
+JOURNAL=outputs/optuna/$STUDY.journal
+SAVED=verdict_state/$STUDY.journal
+mkdir -p "$OUT/$STUDY" outputs/optuna
+[ -n "${WHEELS_INSTALLED:-}" ] || source tools/device_env.sh
+size() { stat -c %s "$1" 2>/dev/null || echo 0; }
+if [ "$(size "$SAVED")" -gt "$(size "$JOURNAL")" ]; then
+    cp "$SAVED" "$JOURNAL"
+    echo "== journal restored from $SAVED ($(size "$JOURNAL") bytes)"
+fi
+nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/$STUDY/gpus.csv" 2>&1
+nvidia-smi dmon -s u -d 10 > "$OUT/$STUDY/dmon.log" 2>&1 &
+dmon=$!
+echo "== sweeps=$STUDY for at most ${SWEEP_S}s ($(date +%T))"
+timeout -s INT -k 60 "$SWEEP_S" python3 -m rookworld.train -m sweeps=$STUDY tracking=none "$@" \
+    > "$OUT/$STUDY/sweep_$(date +%H%M%S).log" 2>&1
+echo "== sweep exit $? ($(date +%T))"
+kill "$dmon" 2>/dev/null
+cp "$JOURNAL" "$OUT/$STUDY/$STUDY.journal"
+for launch in outputs/sweeps/$STUDY/20*; do  # each launch's worker timelines (trials/h, idle slots)
+    mkdir -p "$OUT/$STUDY/launches/$(basename "$launch")"
+    cp "$launch"/.sweep/*.jsonl "$launch"/.sweep/launch.json "$OUT/$STUDY/launches/$(basename "$launch")/" 2>/dev/null
+done
+python3 -m rookworld.sweep.summarise --study $STUDY --no-mlflow > "$OUT/$STUDY/summary.md" 2>&1
+grep -h "^verdict: " "$OUT"/$STUDY/sweep_*.log | tail -1
