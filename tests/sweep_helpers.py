@@ -1,7 +1,9 @@
 """Shared helpers for sweep tests: the tiny real sweep command, a real PostgreSQL server, process trees.
 
 TINY_SWEEP is `sweeps=smoke` cut to one training step of the random tiny model (conf/model/tiny.yaml)
-on two held-out problems: each trial is a real `rookworld.train` run, seconds long on a CPU.
+on two held-out problems: each trial is a real `rookworld.train` run, seconds long on a CPU. Its A:
+training stream deals rare cases from small pools (SMALL_POOLS): filling conf/data/bundled.yaml's pools
+takes a worker process ~10 s on a CPU before its first trial, and no sweep test needs them full.
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from rookworld.sweep.storage_url import default_timeouts
 REPO = Path(__file__).resolve().parents[1]
 PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))  # apt's layout
 PG_BIN = PG_BINS[-1].parent if PG_BINS else Path("/usr/lib/postgresql/VERSION/bin")
+SMALL_POOLS = ["data.arbiter_pool_size=8", "data.arbiter_pool_walks=400"]  # every rare case found, in 0.2 s
 TINY_SWEEP = ["sweeps=smoke", "model=tiny", "steps=1", "eval.every=0", "eval.num_policy=2", "eval.num_arbiter=2",
-              "trial/pruner=none"]
+              "trial/pruner=none", *SMALL_POOLS]
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
