@@ -1,9 +1,12 @@
-"""Shared fixtures: the tiny model (created, saved and loaded through the real loading path)."""
+"""Shared fixtures: the tiny model (created, saved and loaded through the real loading path); from
+sweep_helpers, the suite's one PostgreSQL server and its one set of sweep launches (a session fixture
+imported by a test module would be set up again for that module)."""
 
 import shutil
 from pathlib import Path
 
 import pytest
+from sweep_helpers import postgres_url, postgresql_sweeps  # noqa: F401  (fixtures)
 
 from rookworld.model.gpt2 import GPT
 from rookworld.model.hub import create_tiny, load_pretrained

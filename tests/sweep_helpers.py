@@ -1,7 +1,10 @@
 """Shared helpers for sweep tests: the tiny real sweep command, a real PostgreSQL server, process trees.
+tests/conftest.py shares the session fixtures (one server, one set of PostgreSQL launches) with every module.
 
 TINY_SWEEP is `sweeps=smoke` cut to one training step of the random tiny model (conf/model/tiny.yaml)
-on two held-out problems: each trial is a real `rookworld.train` run, seconds long on a CPU.
+on two held-out problems: each trial is a real `rookworld.train` run, seconds long on a CPU. Its A:
+training stream deals rare cases from small pools (SMALL_POOLS): filling conf/data/bundled.yaml's pools
+takes a worker process ~10 s on a CPU before its first trial, and no sweep test needs them full.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -24,8 +28,9 @@ from rookworld.sweep.storage_url import default_timeouts
 REPO = Path(__file__).resolve().parents[1]
 PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))  # apt's layout
 PG_BIN = PG_BINS[-1].parent if PG_BINS else Path("/usr/lib/postgresql/VERSION/bin")
+SMALL_POOLS = ["data.arbiter_pool_size=8", "data.arbiter_pool_walks=400"]  # every rare case found, in 0.2 s
 TINY_SWEEP = ["sweeps=smoke", "model=tiny", "steps=1", "eval.every=0", "eval.num_policy=2", "eval.num_arbiter=2",
-              "trial/pruner=none"]
+              "trial/pruner=none", *SMALL_POOLS]
 
 
 def subprocess_env(**extra: str) -> dict[str, str]:
@@ -40,6 +45,26 @@ def subprocess_env(**extra: str) -> dict[str, str]:
 def sweep_command(*overrides: str) -> list[str]:
     """`python -m rookworld.train -m` on the tiny sweep, plus overrides."""
     return [sys.executable, "-m", "rookworld.train", "-m", *TINY_SWEEP, *overrides]
+
+
+@dataclass(frozen=True)
+class Launches:
+    """Sweeps that ran to their end in `directory`: each one's exit code, stdout and stderr."""
+
+    directory: Path
+    results: list[tuple[int, str, str]]
+
+
+SHARED_TRIALS = 6  # two rounds of the three launches' workers: the study's end is still a race between them
+
+
+def three_sweeps(directory: Path, *overrides: str, **env: str) -> Launches:
+    """Three sweeps started at once on one study of SHARED_TRIALS trials, one worker each; after they end."""
+    command = sweep_command(f"hydra.sweeper.n_trials={SHARED_TRIALS}", "hydra.sweeper.n_jobs=1", *overrides)
+    sweeps = [subprocess.Popen(command, cwd=directory, env=subprocess_env(**env), text=True, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE) for _ in range(3)]
+    outputs = [sweep.communicate(timeout=1200) for sweep in sweeps]
+    return Launches(directory, [(sweep.returncode, out, err) for sweep, (out, err) in zip(sweeps, outputs)])
 
 
 def load_study(url: str, name: str = "smoke") -> optuna.Study:
@@ -127,6 +152,21 @@ def postgres_url() -> Iterator[str]:
     finally:
         run(str(PG_BIN / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
         shutil.rmtree(root, ignore_errors=True)
+
+
+PASSWORD = "pw-Z9q7-secret"  # the server trusts every local connection: any password is accepted
+
+
+def with_password(url: str) -> str:
+    return url.replace("postgresql://postgres@", f"postgresql://postgres:{PASSWORD}@")
+
+
+@pytest.fixture(scope="session")
+def postgresql_sweeps(postgres_url: str, tmp_path_factory: pytest.TempPathFactory) -> Launches:
+    """three_sweeps on the suite's PostgreSQL through a URL with a password (ROOKWORLD_OPTUNA_STORAGE): one
+    set of launches for the tests of the shared study and of the password's masking."""
+    directory = tmp_path_factory.mktemp("postgresql-sweeps")
+    return three_sweeps(directory, "sweep_storage=postgresql", ROOKWORLD_OPTUNA_STORAGE=with_password(postgres_url))
 
 
 def wait_for(condition: Any, timeout_s: float, what: str) -> None:

@@ -183,7 +183,10 @@ def test_arbiter_training_stream_has_the_configured_case_shares() -> None:
 
 
 def test_arbiter_training_stream_is_seeded_and_configurable() -> None:
-    cfg = OmegaConf.load(CONF / "data" / "bundled.yaml")
+    # small pools: filling the default ones takes ~10 s for each seed and case set, and neither the
+    # seeding nor the checks of the shares depend on their size
+    cfg = OmegaConf.merge(OmegaConf.load(CONF / "data" / "bundled.yaml"),
+                          {"arbiter_pool_size": 8, "arbiter_pool_walks": 400})
     stream, again = load_arbiter_problems("train", cfg), load_arbiter_problems("train", cfg)
     assert [stream[i] for i in range(50)] == [again[i] for i in range(50)]
     other = load_arbiter_problems("train", OmegaConf.merge(cfg, {"arbiter_seed": 1}))

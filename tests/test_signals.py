@@ -12,14 +12,14 @@ import time
 from pathlib import Path
 
 import pytest
-from sweep_helpers import mlflow_runs, subprocess_env, wait_for
+from sweep_helpers import SMALL_POOLS, mlflow_runs, subprocess_env, wait_for
 
 from rookworld.interrupts import STOP_SIGNALS, Interrupted, raise_on_signals
 
 # The random tiny model on one problem a step: a step takes well under a second on a CPU.
 ENDLESS_RUN = ["model=tiny", "device=cpu", "steps=100000", "prompts_per_step=1", "grpo.group_size=2",
                "task_mix=env_only", "sampling.max_new_tokens.A=8", "eval.every=0", "eval.num_policy=1",
-               "eval.num_arbiter=1", "eval.cache_dir=null"]
+               "eval.num_arbiter=1", "eval.cache_dir=null", *SMALL_POOLS]
 
 
 def start_run(directory: Path) -> tuple[subprocess.Popen[str], Path]:

@@ -17,7 +17,7 @@ from typing import Iterator
 
 import pytest
 from optuna.trial import TrialState
-from sweep_helpers import REPO, TINY_SWEEP, load_study, mlflow_runs, postgres_url, subprocess_env  # noqa: F401
+from sweep_helpers import REPO, TINY_SWEEP, load_study, mlflow_runs, subprocess_env
 
 from rookworld.tracking import ROLE_TAG
 
@@ -101,7 +101,7 @@ def slurm() -> Iterator[dict[str, str]]:
 
 @pytest.mark.slow
 def test_the_sbatch_array_runs_one_study_under_one_parent(tmp_path: Path, slurm: dict[str, str],
-                                                           postgres_url: str) -> None:  # noqa: F811
+                                                           postgres_url: str) -> None:
     overrides = [o for o in TINY_SWEEP if not o.startswith("sweeps=")]
     env = subprocess_env(**slurm, ROOKWORLD_OPTUNA_STORAGE=postgres_url, SWEEP="smoke",
                          TRIALS_PER_GPU="2", PYTHON=shutil.which("python3") or "python3",

@@ -19,15 +19,18 @@ from typing import Any, Iterator
 import optuna
 import pytest
 from optuna.trial import TrialState
-from sweep_helpers import (  # noqa: F401  (postgres_url is a fixture)
+from sweep_helpers import (
+    PASSWORD,
     REPO,
+    SHARED_TRIALS,
+    Launches,
     alive,
     load_study,
     mlflow_runs,
-    postgres_url,
     subprocess_env,
     sweep_command,
     wait_for,
+    with_password,
 )
 
 from rookworld.sweep.clock import StorageClock
@@ -231,7 +234,7 @@ def test_a_sweep_on_a_server_that_never_answers_says_so_in_one_line(tmp_path: Pa
     assert not (tmp_path / "outputs").exists() and mlflow_runs(tmp_path) == []  # nothing left behind
 
 
-def test_a_lock_wait_past_its_timeout_is_one_line(postgres_url: str) -> None:  # noqa: F811
+def test_a_lock_wait_past_its_timeout_is_one_line(postgres_url: str) -> None:
     held, release = threading.Event(), threading.Event()
 
     def holder() -> None:
@@ -262,7 +265,7 @@ with storage_lock(sys.argv[1], "/", "study:frozen", DbTimeouts(2, 30, 30, float(
 """
 
 
-def test_a_frozen_lock_holder_loses_the_lock_after_its_lease(postgres_url: str) -> None:  # noqa: F811
+def test_a_frozen_lock_holder_loses_the_lock_after_its_lease(postgres_url: str) -> None:
     holder = subprocess.Popen([sys.executable, "-c", HOLD_AND_FREEZE, postgres_url, "3"], env=subprocess_env(),
                               stdout=subprocess.PIPE, text=True)
     try:
@@ -583,21 +586,19 @@ def test_a_killed_worker_is_replaced_and_its_trial_rerun_in_the_same_launch(tmp_
 
 
 @pytest.mark.slow
-def test_no_password_appears_in_any_output_or_file_of_a_launch(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
-    secret = "pw-Z9q7-secret"
-    url = postgres_url.replace("postgresql://postgres@", f"postgresql://postgres:{secret}@")  # trust auth: any password
-    result = subprocess.run(sweep_command("sweep_storage=postgresql", "hydra.sweeper.n_trials=1",
-                                          "hydra.sweeper.study_name=masked"), cwd=tmp_path,
-                            env=subprocess_env(ROOKWORLD_OPTUNA_STORAGE=url), capture_output=True, text=True,
-                            timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert secret not in result.stdout + result.stderr
-    leaks = [str(path) for path in tmp_path.rglob("*") if path.is_file() and secret.encode() in path.read_bytes()]
+def test_no_password_appears_in_any_output_or_file_of_a_launch(postgresql_sweeps: Launches, postgres_url: str) -> None:
+    """The three launches of sweep_helpers.postgresql_sweeps, whose storage URL holds PASSWORD."""
+    for code, out, err in postgresql_sweeps.results:
+        assert code == 0, err[-3000:]
+        assert PASSWORD not in out + err
+    directory = postgresql_sweeps.directory
+    leaks = [str(path) for path in directory.rglob("*") if path.is_file() and PASSWORD.encode() in path.read_bytes()]
     assert leaks == []
-    specs = list(tmp_path.glob("outputs/sweeps/*/*/.sweep/worker_spec.pkl"))
-    assert specs and all(path.stat().st_mode & 0o777 == 0o600 for path in specs)
-    study = optuna.load_study(study_name="masked", storage=open_storage(url, "/", default_timeouts()))
-    assert [t.state for t in study.trials] == [TrialState.COMPLETE]
+    specs = list(directory.glob("outputs/sweeps/*/*/.sweep/worker_spec.pkl"))
+    assert len(specs) == 3 and all(path.stat().st_mode & 0o777 == 0o600 for path in specs)
+    study = optuna.load_study(study_name="smoke", storage=open_storage(with_password(postgres_url), "/",
+                                                                        default_timeouts()))
+    assert [t.state for t in study.trials] == [TrialState.COMPLETE] * SHARED_TRIALS
 
 
 # ---------------------------------------------------------------- bad input leaves nothing behind

@@ -20,15 +20,18 @@ import optuna
 from rookworld.sweep.storage_url import default_timeouts
 import pytest
 from optuna.trial import TrialState
-from sweep_helpers import (  # noqa: F401  (postgres_url is a fixture)
+from sweep_helpers import (
+    SHARED_TRIALS,
+    Launches,
     alive,
     descendants,
     load_study,
     mlflow_runs,
-    postgres_url,
     subprocess_env,
     sweep_command,
+    three_sweeps,
     wait_for,
+    with_password,
 )
 
 from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
@@ -54,36 +57,30 @@ def check_one_parent_with_every_trial(directory: Path, study: optuna.Study, kill
     assert parents[0].data.metrics["sweep.optuna.n_complete"] == complete
 
 
-def start_sweeps(directory: Path, count: int, *overrides: str, **env: str) -> list[subprocess.Popen[str]]:
-    return [subprocess.Popen(sweep_command(*overrides), cwd=directory, env=subprocess_env(**env), text=True,
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(count)]
+def check_one_shared_study(launches: Launches, storage_url: str) -> None:
+    """The three launches of sweep_helpers.three_sweeps shared their study."""
+    for code, _, err in launches.results:
+        assert code == 0, err[-3000:]
 
-
-def three_sweeps_share_one_study(directory: Path, storage_url: str, *overrides: str, **env: str) -> None:
-    sweeps = start_sweeps(directory, 3, "hydra.sweeper.n_trials=12", "hydra.sweeper.n_jobs=1", *overrides, **env)
-    outputs = [sweep.communicate(timeout=1200) for sweep in sweeps]
-    for sweep, (_, err) in zip(sweeps, outputs):
-        assert sweep.returncode == 0, err[-3000:]
-
+    directory = launches.directory
     study = load_study(storage_url)
     trials = study.trials
-    assert len(trials) == 12 and all(t.state == TrialState.COMPLETE for t in trials)
-    assert len({tuple(sorted(t.params.items())) for t in trials}) == 12
+    assert len(trials) == SHARED_TRIALS and all(t.state == TrialState.COMPLETE for t in trials)
+    assert len({tuple(sorted(t.params.items())) for t in trials}) == SHARED_TRIALS
     check_one_parent_with_every_trial(directory, study)
-    launches = sorted(p.name for p in (directory / "outputs/sweeps/smoke").iterdir())
-    assert len(launches) == 3, launches  # each launch its own folder, even when started in the same second
-    assert sum("Best: trial" in out for out, _ in outputs) >= 1  # the launch that ended the study printed it
+    folders = sorted(p.name for p in (directory / "outputs/sweeps/smoke").iterdir())
+    assert len(folders) == 3, folders  # each launch its own folder, even when started in the same second
+    assert sum("Best: trial" in out for _, out, _ in launches.results) >= 1  # the launch that ended the study printed it
 
 
 @pytest.mark.slow
 def test_three_sweeps_share_one_journal_study(tmp_path: Path) -> None:
-    three_sweeps_share_one_study(tmp_path, f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    check_one_shared_study(three_sweeps(tmp_path), f"journal:{tmp_path}/outputs/optuna/smoke.journal")
 
 
 @pytest.mark.slow
-def test_three_sweeps_share_one_postgresql_study(tmp_path: Path, postgres_url: str) -> None:  # noqa: F811
-    three_sweeps_share_one_study(tmp_path, postgres_url, "sweep_storage=postgresql",
-                                 ROOKWORLD_OPTUNA_STORAGE=postgres_url)
+def test_three_sweeps_share_one_postgresql_study(postgresql_sweeps: Launches, postgres_url: str) -> None:
+    check_one_shared_study(postgresql_sweeps, with_password(postgres_url))
 
 
 def started_trials(directory: Path) -> int:
@@ -104,8 +101,7 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     assert len(tree) >= 2  # its workers (and their children)
     first.send_signal(signal.SIGKILL)
     first.wait()
-    time.sleep(10)
-    assert [pid for pid in tree if alive(pid)] == []
+    wait_for(lambda: not any(alive(pid) for pid in tree), 10, f"every process of the killed sweep to end: {tree}")
 
     second = subprocess.run(sweep_command(*command), cwd=tmp_path, env=subprocess_env(), capture_output=True,
                             text=True, timeout=600)
