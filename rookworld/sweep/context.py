@@ -79,6 +79,12 @@ def sweep_context(cfg: DictConfig) -> SweepContext | None:
     )
 
 
+def _extra_tags(cfg: DictConfig) -> dict:
+    """trial.tags (a staged sweep's stage, configuration, seed...); none in a config without a trial group
+    (an app that composes only tracking)."""
+    return OmegaConf.select(cfg, "trial.tags", default=None) or {}
+
+
 def trial_link(cfg: DictConfig) -> RunLink | None:
     """The tracking placement of this Hydra job: None outside a multirun; in one, the trial's name
     and tags, and the sweep's parent run when its file exists (None too when nothing is tracked)."""
@@ -87,7 +93,7 @@ def trial_link(cfg: DictConfig) -> RunLink | None:
         return None
     tags = {ROLE_TAG: "trial", TRIAL_TAG: str(sweep.trial), STUDY_TAG: sweep.study,
             OVERRIDES_TAG: overrides_tag(sweep.overrides),
-            **{f"rookworld.{key}": str(value) for key, value in cfg.trial.tags.items()}}
+            **{f"rookworld.{key}": str(value) for key, value in _extra_tags(cfg).items()}}
     parent = read_parent_ref(sweep.sweep_dir)
     if parent is None:
         log.warning("no %s in %s (sweep callback not enabled?): logging a run without parent",
