@@ -2,21 +2,15 @@
 sweep_helpers, the suite's one PostgreSQL server and its one set of sweep launches (a session fixture
 imported by a test module would be set up again for that module)."""
 
-import os
 import shutil
 from pathlib import Path
 
-os.environ.setdefault("OMP_NUM_THREADS", "1")  # before torch: the suite's many processes share a few cores
-
 import pytest
-import torch
 from sweep_helpers import postgres_url, postgresql_sweeps  # noqa: F401  (fixtures)
 
 from rookworld.model.gpt2 import GPT
 from rookworld.model.hub import create_tiny, load_pretrained
 from rookworld.model.tokenizer import ChessTokenizer
-
-torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))  # in case a plugin imported torch first
 
 
 @pytest.fixture(scope="session")
