@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 from scipy import stats
 
 from rookworld.sweep.racing import RaceState
-from rookworld.sweep.stages import BASELINE, CONFIRM, RACE, SECONDS_ATTR, STAGE_ATTR, StageView, segment_scores
+from rookworld.sweep.stages import BASELINE, CONFIRM, SECONDS_ATTR, STAGE_ATTR, StageView, segment_scores
 
 CONFIDENCE = 0.95
 
@@ -96,15 +96,14 @@ def search_section(view: StageView) -> tuple[list[str], dict[str, dict[int, dict
 
 def race_section(view: StageView, state: RaceState) -> list[str]:
     s = view.settings
-    search = {i.config: segment_scores(t, s.horizon) for t, i in view.search_complete()}
+    raced = view.race_scores()
     lines = [f"### Race: {len(view.race_configs()) - 1} configurations and the baseline at {s.horizon} steps, "
              f"up to {s.race.max_seeds} seeds, drop at one-sided {s.race.test} p <= {s.race.alpha} against the "
              f"incumbent from {s.race.min_seeds} seeds", "",
              "| configuration | mean over its race seeds | status |", "|---|---|---|"]
     dropped = {d.config: d for d in state.dropped}
     for config in [*state.survivors, *dropped]:
-        scores = {**search.get(config, {}), **view.run_scores(RACE, config)}
-        scores = {seed: scores[seed] for seed in s.race_seeds() if seed in scores}
+        scores = {seed: raced[config][seed] for seed in s.race_seeds() if seed in raced[config]}
         if config in dropped:
             d = dropped[config]
             status = f"dropped after {d.after_seeds} seeds (worse than {name(str(d.incumbent))}, p = {d.p_value:.3f})"
@@ -121,12 +120,7 @@ def fidelity(view: StageView, state: RaceState, per_config: dict[str, dict[int, 
     configurations that reached that rung."""
     s = view.settings
     assert s.rungs is not None
-    search = {i.config: segment_scores(t, s.horizon) for t, i in view.search_complete()}
-    race_means = {}
-    for config in view.race_configs():
-        scores = {**search.get(config, {}), **view.run_scores(RACE, config)}
-        if scores:
-            race_means[config] = statistics.fmean(scores.values())
+    race_means = {c: statistics.fmean(scores.values()) for c, scores in view.race_scores().items() if scores}
     result = []
     for rung in s.rungs[:-1]:
         points = tuple((c, statistics.fmean(per_config[c][rung].values()), m) for c, m in race_means.items()

@@ -140,13 +140,15 @@ class StageView:
     def race_configs(self) -> list[str]:
         return [item.config for _, item in self.ranked_search()[:self.settings.race.top]] + [BASELINE]
 
+    def race_scores(self) -> dict[str, dict[int, float]]:
+        """config -> seed -> full-horizon score of each raced configuration: its search seeds, then its race runs."""
+        search = {i.config: segment_scores(t, self.settings.horizon) for t, i in self.search_complete()}
+        return {c: {**search.get(c, {}), **self.run_scores(RACE, c)} for c in self.race_configs()}
+
     def race_state(self) -> RaceState:
         s = self.settings
-        search = {i.config: segment_scores(t, s.horizon) for t, i in self.search_complete()}
-        configs = self.race_configs()
-        scores = {c: {**search.get(c, {}), **self.run_scores(RACE, c)} for c in configs}
-        return race(configs, scores, s.race_seeds(), alpha=s.race.alpha, min_seeds=s.race.min_seeds,
-                    test=s.race.test)
+        return race(self.race_configs(), self.race_scores(), s.race_seeds(), alpha=s.race.alpha,
+                    min_seeds=s.race.min_seeds, test=s.race.test)
 
     def finalists(self, state: RaceState) -> list[str]:
         return [c for c in state.survivors if c != BASELINE][:self.settings.confirm.finalists]
