@@ -1,45 +1,54 @@
-"""The evaluation-size noise table: the seed spread of the final held-out eval/score against its evaluation
-noise, at several evaluation sizes. Reads the `metrics {...}` lines that `python -m rookworld.bench.eval_time`
-prints, from logs named final_s<seed>_n<N>.log (tools/noise_table_device.sh writes them):
-    python tools/noise_table.py /tmp/out/noise
-Per size N (N P: + N A: validation problems): the sd of eval/score over the seeds (seed spread: training
-noise plus evaluation noise), the mean eval/score_se (evaluation noise alone: the standard error from the
-per-problem scores) and their ratio; the sweeps' sizes aim at evaluation noise <= half the seed spread."""
+"""The evaluation-size noise table of docs/sweeps.md (rookworld.sweep.eval_noise), from the per-problem scores
+that tools/noise_table_device.sh writes (scores_s<seed>_step<step>.json, `python -m rookworld.bench.eval_time
+--scores`: each seed's model evaluated on the first 1,500 P: + 1,500 A: validation problems):
+    python tools/noise_table.py docs/runs/noise_table --sizes 64 128 256 512 1024 1500
+One table per training step found; the last line names, per step, the smallest size whose evaluation noise
+is at most half the training spread."""
 from __future__ import annotations
 
+import argparse
 import json
-import re
-import statistics
-import sys
 from pathlib import Path
+import re
+
+from rookworld.sweep.eval_noise import noise_table, smallest_size
 
 
-def read(folder: Path) -> dict[int, dict[int, dict[str, float]]]:
-    """size -> seed -> metrics."""
-    table: dict[int, dict[int, dict[str, float]]] = {}
-    for log in sorted(folder.glob("final_s*_n*.log")):
-        seed, size = map(int, re.fullmatch(r"final_s(\d+)_n(\d+)\.log", log.name).groups())
-        lines = [line for line in log.read_text().splitlines() if line.startswith("metrics ")]
-        if not lines:
-            print(f"  {log}: no metrics line, left out")
-            continue
-        table.setdefault(size, {})[seed] = json.loads(lines[-1].removeprefix("metrics "))
-    return table
+def read(folder: Path) -> dict[int, tuple[list[str], dict[int, list[float]]]]:
+    """step -> (the problems' tasks, seed -> per-problem scores)."""
+    steps: dict[int, tuple[list[str], dict[int, list[float]]]] = {}
+    for path in sorted(folder.glob("scores_s*_step*.json")):
+        seed, step = map(int, re.fullmatch(r"scores_s(\d+)_step(\d+)\.json", path.name).groups())
+        data = json.loads(path.read_text())
+        tasks, runs = steps.setdefault(step, (data["tasks"], {}))
+        if data["tasks"] != tasks:
+            raise SystemExit(f"{path}: other problems than the other seeds of step {step}")
+        runs[seed] = data["problem_scores"]
+    if not steps:
+        raise SystemExit(f"{folder}: no scores_s<seed>_step<step>.json files")
+    return steps
 
 
-def main(folder: str) -> None:
-    table = read(Path(folder))
-    print("| problems (P: + A:) | seeds | mean eval/score | seed spread (sd) | evaluation SE (mean) | SE / spread |")
-    print("|---|---|---|---|---|---|")
-    for size in sorted(table):
-        runs = table[size]
-        scores = [m["eval/score"] for m in runs.values()]
-        errors = [m["eval/score_se"] for m in runs.values()]
-        spread = statistics.stdev(scores) if len(scores) >= 2 else float("nan")
-        se = statistics.fmean(errors)
-        print(f"| {size} + {size} | {len(scores)} | {statistics.fmean(scores):.4f} | {spread:.4f} | {se:.4f} | "
-              f"{se / spread:.2f} |")
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("folder", type=Path)
+    parser.add_argument("--sizes", type=int, nargs="+", default=[64, 128, 256, 512, 1024, 1500])
+    args = parser.parse_args()
+    choices = []
+    for step, (tasks, runs) in sorted(read(args.folder).items()):
+        rows = noise_table(tasks, [runs[seed] for seed in sorted(runs)], args.sizes)
+        reference = rows[-1].training
+        print(f"\nstep {step}, seeds {sorted(runs)}:\n")
+        print("| problems (P: + A:) | mean eval/score | observed spread (sd) | absolute SE | evaluation noise "
+              "| training spread | noise / training spread |")
+        print("|---|---|---|---|---|---|---|")
+        for row in rows:
+            print(f"| {row.size} + {row.size} | {row.mean:.4f} | {row.observed:.4f} | {row.absolute_se:.4f} | "
+                  f"{row.noise:.4f} | {row.training:.4f} | {f'{row.noise / reference:.2f}' if reference else 'n/a'} |")
+        choices.append(f"step {step}: {smallest_size(rows)}")
+    print("\nsmallest size with evaluation noise <= half the training spread (at the largest size): "
+          + ", ".join(choices))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main()

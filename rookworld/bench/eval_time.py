@@ -4,22 +4,25 @@ Composes the training config, loads its model on its device and evaluates the fi
 P: and eval.num_arbiter A: problems of the part eval.split names, as a training run's evaluation does
 (greedy, eval.batch_size prompts at a time, the sampling caps). One untimed evaluation of one batch
 first (CUDA graph capture, kernel compilation), then `--repeats` timed evaluations (3); prints each,
-the best, seconds per 1,000 problems and the metrics (one JSON line).
+the best, seconds per 1,000 problems and the metrics (one JSON line). `--scores FILE` also writes the last
+evaluation's per-problem scores (JSON: tasks, problem_scores, metrics; tools/noise_table.py reads them).
 
     python -m rookworld.bench.eval_time experiment=grpo_rookworld_tiny eval.num_policy=500 eval.num_arbiter=500
     python -m rookworld.bench.eval_time --repeats 1 experiment=grpo_rookworld_tiny model.path=CHECKPOINT eval.split=test
+    python -m rookworld.bench.eval_time --repeats 1 --scores s0.json experiment=grpo_rookworld_tiny model.path=CHECKPOINT
 """
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 import time
+from pathlib import Path
 
 import torch
 
 from rookworld.components import eval_problems, heldout_problems, load_policy
 from rookworld.config import compose, load_run
-from rookworld.evaluate import evaluate
+from rookworld.evaluate import EvalResult, evaluate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
 from rookworld.specs.rules import resolve_device
@@ -27,8 +30,8 @@ from rookworld.specs.rules import resolve_device
 REPEATS = 3
 
 
-def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list[float], int, dict[str, float], str]:
-    """(seconds of each timed evaluation, problems evaluated, the metrics, the device's name)."""
+def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list[float], list, EvalResult, str]:
+    """(seconds of each timed evaluation, the problems evaluated, the last evaluation, the device's name)."""
     spec = load_run(compose(overrides))
     device = resolve_device(spec.device)
     model, tokenizer = load_policy(spec.model, device)
@@ -38,29 +41,36 @@ def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list
     caps = dict(spec.sampling.max_new_tokens)
     reward_fn = spec.reward.build()
 
-    def run(chunk: list) -> dict[str, float]:
+    def run(chunk: list) -> EvalResult:
         with torch.no_grad(), autocast_for(device, spec.model.dtype):
             result = evaluate(decoder, tokenizer, chunk, reward_fn, caps, e.batch_size, 0)
         if device.type == "cuda":
             torch.cuda.synchronize()
-        return result.metrics
+        return result
 
     run(problems[: e.batch_size])
-    seconds, metrics = [], {}
+    seconds, result = [], None
     for _ in range(repeats):
         start = time.perf_counter()
-        metrics = run(problems)
+        result = run(problems)
         seconds.append(time.perf_counter() - start)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else f"cpu ({torch.get_num_threads()} threads)"
-    return seconds, len(problems), metrics, name
+    return seconds, problems, result, name
 
 
 def main(argv: list[str] | None = None) -> None:
-    overrides = list(sys.argv[1:] if argv is None else argv)
-    repeats = REPEATS
-    if overrides[:1] == ["--repeats"]:
-        repeats, overrides = int(overrides[1]), overrides[2:]
-    seconds, n, metrics, device = timed_evaluation(overrides, repeats)
+    parser = argparse.ArgumentParser(prog="python -m rookworld.bench.eval_time", description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=REPEATS, help="timed evaluations (after one untimed batch)")
+    parser.add_argument("--scores", type=Path, help="write the last evaluation's per-problem scores here (JSON)")
+    parser.add_argument("overrides", nargs="*", help="config overrides, as for python -m rookworld.train")
+    args = parser.parse_args(argv)
+    if args.repeats < 1:
+        parser.error(f"--repeats={args.repeats}: at least one timed evaluation")
+    seconds, problems, result, device = timed_evaluation(args.overrides, args.repeats)
+    metrics, n = result.metrics, len(problems)
+    if args.scores is not None:
+        args.scores.write_text(json.dumps({"tasks": [p.task for p in problems],
+                                           "problem_scores": result.problem_scores, "metrics": metrics}))
     print(f"{n} problems on {device}: " + ", ".join(f"{s:.2f} s" for s in seconds)
           + f"; best {min(seconds):.2f} s = {1000 * min(seconds) / n:.2f} s per 1,000 problems"
           + f" (eval/score {metrics['eval/score']:.3f})")
