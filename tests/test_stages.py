@@ -264,3 +264,31 @@ def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
     assert [t.note for t in summary.trials] == ["search (validation), config of trial 0, seeds [0]",
                                                 "race (validation), config of trial 0, seeds [0]",
                                                 "confirm (test), config of trial 0, seeds [0]"]
+
+
+def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_trial_goes_on(tmp_path: Path) -> None:
+    """A seed whose run stops at its first rung with kl_failure saves no checkpoint, so its folder was never
+    made: its segment record is still written, it scores the failure penalty at every rung, and the trial
+    ends with the penalty as its objective (it did not raise: on the GPU such trials once crashed their worker)."""
+    from hydra.core.utils import JobReturn, JobStatus
+
+    from rookworld.sweep.rungs import ItemRun
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import SEARCH, Item
+
+    settings = StageSettings.parse(stages_with("rungs", [2, 4])).with_horizon(4)
+    item = Item(stage=SEARCH, config="7", overrides=(), seeds=(0,))
+
+    def run_job(overrides: list[str], subdir: str) -> JobReturn:  # the trial's job: a real training run
+        kept = [o for o in overrides if not o.startswith("+trial.")]  # MLflow tags: no trial group here
+        job = JobReturn()
+        job.status, job.return_value = JobStatus.COMPLETED, make_trainer(
+            tmp_path / subdir, *PREFIX_RUN, "steps=4", "kl.max=1e-9", "kl.max_steps_above=1", *kept).fit()
+        return job
+
+    recorded = []
+    result = ItemRun(item, settings, tmp_path / "stages", -1.0, run_job, lambda rung, score: False,
+                     recorded.append, lambda job: "raised").run()
+    assert result.failure is None and result.outcome == "kl_failure"
+    assert result.objective == -1.0 and result.scores == [[2, 0, -1.0], [4, 0, -1.0]]
+    assert not (tmp_path / "stages" / "config_7").exists()  # removed once the trial ended

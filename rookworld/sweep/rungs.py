@@ -110,6 +110,7 @@ class ItemRun:
             if "failure" in done:
                 result.failure = done["failure"]
                 return "failed"
+            folder.mkdir(parents=True, exist_ok=True)  # a run that diverged before its first rung saved nothing here
             tmp = record.with_suffix(".tmp")
             tmp.write_text(json.dumps(done))
             tmp.replace(record)
