@@ -7,14 +7,21 @@ KeyboardInterrupt, so code that already treats Ctrl-C as an interrupt (the Track
 runner, which lets it through) treats SIGTERM the same way. Only the first signal raises: later
 ones (a second Ctrl-C, a sweep stopping its workers after the terminal already did) are ignored
 while the run closes its MLflow run; SIGKILL still ends the process at once.
+
+A signal that lands while a finalizer or a weakref callback runs (the garbage collector runs them at any
+bytecode) would raise there, where Python prints "Exception ignored in ..." and drops the exception: the
+run would never stop. Such a swallowed signal is sent again a moment later, once the finalizer has returned.
 """
 from __future__ import annotations
 
+import os
 import signal
+import sys
 import threading
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+REDELIVERY_DELAY_S = 0.05  # a swallowed signal is sent again after this
 
 
 class Interrupted(KeyboardInterrupt):
@@ -45,6 +52,18 @@ class _OnFirstSignal:
         raise Interrupted(signum)
 
 
+def _raise_again_after_finalizers(handler: _OnFirstSignal, previous_hook):
+    def hook(unraisable) -> None:
+        if not isinstance(unraisable.exc_value, Interrupted):
+            previous_hook(unraisable)
+            return
+        handler.raised = False
+        # Sent again from another thread a moment later, when the finalizer has returned: raised here or at
+        # once, it would land in this hook or in the finalizer again.
+        threading.Timer(REDELIVERY_DELAY_S, os.kill, (os.getpid(), unraisable.exc_value.signum)).start()
+    return hook
+
+
 def raise_on_signals() -> None:
     """From now on, the first SIGTERM or SIGINT raises Interrupted in the main thread (once per process:
     a second call keeps the handler, and whether it has fired). Off the main thread (a launcher running jobs
@@ -56,3 +75,4 @@ def raise_on_signals() -> None:
     handler = _OnFirstSignal()
     for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
+    sys.unraisablehook = _raise_again_after_finalizers(handler, sys.unraisablehook)

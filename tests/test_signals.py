@@ -75,3 +75,29 @@ def test_only_the_first_signal_raises_and_names_its_exit_code() -> None:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+FINALIZER_SCRIPT = """
+import os, signal, time
+from rookworld.interrupts import Interrupted, raise_on_signals
+raise_on_signals()
+class SignalledWhileFinalized:
+    def __del__(self):
+        os.kill(os.getpid(), signal.SIGINT)
+        for _ in range(10000):  # the handler runs at one of these bytecodes, inside the finalizer
+            pass
+try:
+    SignalledWhileFinalized()
+    time.sleep(5)
+    print("not stopped")
+except Interrupted as stop:
+    print("stopped", stop.exit_code)
+"""
+
+
+def test_a_signal_that_lands_in_a_finalizer_still_stops_the_run_without_a_traceback() -> None:
+    """The garbage collector runs finalizers and weakref callbacks at any bytecode; an Interrupted raised in one
+    is dropped by Python with an "Exception ignored in" traceback. It is sent again and stops the run."""
+    done = subprocess.run([sys.executable, "-c", FINALIZER_SCRIPT], env=subprocess_env(), capture_output=True,
+                          text=True, timeout=60)
+    assert (done.stdout, done.stderr) == ("stopped 130\n", "")
