@@ -91,8 +91,8 @@ def test_the_seeds_a_difference_needs_give_scipys_wilcoxon_its_power():
 
 
 def test_power_table():
-    table = power_table([0.01, 0.03], [0.007, 0.010], alpha=0.05, power=0.8, test="t").splitlines()
-    assert table[0] == "| difference | sd 0.007 | sd 0.010 |"
+    table = power_table([0.01, 0.03], [0.007, 0.0045], alpha=0.05, power=0.8, test="t").splitlines()
+    assert table[0] == "| difference | sd 0.007 | sd 0.0045 |"
     assert table[2] == f"| 0.010 | {seeds_needed(0.01, 0.007, alpha=0.05, power=0.8, test='t')} | " \
-                       f"{seeds_needed(0.01, 0.010, alpha=0.05, power=0.8, test='t')} |"
+                       f"{seeds_needed(0.01, 0.0045, alpha=0.05, power=0.8, test='t')} |"
     assert len(table) == 4

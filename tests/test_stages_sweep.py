@@ -136,3 +136,29 @@ def test_a_kill_resumes_without_double_work(staged: Outcome) -> None:
         assert ran and not done & ran
     stage_of = [t.user_attrs[STAGE_ATTR] for t in trials]
     assert stage_of.index("confirm") > max(i for i, s in enumerate(stage_of) if s == "search")
+
+
+def test_a_staged_sweep_stopped_by_sigint_prints_the_stages_so_far(tmp_path: Path) -> None:
+    """A device call's end (timeout -s INT): the launch stops its workers, prints the stage report as far as
+    the study has got (no verdict yet) and the one line on stderr, and exits 130."""
+    journal = tmp_path / "outputs" / "optuna" / "smoke.journal"
+    sweep = subprocess.Popen(staged_command("tracking=none"), cwd=tmp_path, env=subprocess_env(),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+    def a_trial_complete() -> bool:
+        if sweep.poll() is not None:
+            return True
+        try:
+            return journal.exists() and TrialState.COMPLETE in [
+                t.state for t in load_study(f"journal:{journal}").get_trials(deepcopy=False)]
+        except KeyError:  # the journal exists, the study not yet
+            return False
+
+    wait_for(a_trial_complete, 120, "a finished search trial")
+    assert sweep.poll() is None, "the sweep ended before it could be stopped"
+    os.killpg(sweep.pid, signal.SIGINT)
+    out, err = sweep.communicate(timeout=120)
+    assert sweep.returncode == 130
+    assert "## Stages" in out and "verdict: not reached yet (the same command goes on)" in out
+    assert [line for line in err.splitlines() if not line.startswith("[")] == \
+        ["rookworld: stopped by SIGINT: sweep stopped; the same command resumes it"]

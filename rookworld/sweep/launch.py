@@ -154,6 +154,8 @@ class Launch:
             return self.watch(slots, spec_path, mps)
         except Interrupted as stop:
             self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
+            if self.spec.settings.stages is not None:  # what the stages have so far (the same command goes on)
+                self.print_stage_report(self.load_study())
             raise
 
     def watch(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: MpsDaemon | None) -> int:

@@ -84,7 +84,7 @@ def seeds_needed(difference: float, sd: float, *, alpha: float, power: float, te
 def power_table(differences: Sequence[float], sds: Sequence[float], *, alpha: float, power: float,
                 test: str) -> str:
     """A markdown table: paired seeds needed, one row per difference, one column per sd."""
-    lines = ["| difference | " + " | ".join(f"sd {sd:.3f}" for sd in sds) + " |",
+    lines = ["| difference | " + " | ".join(f"sd {sd:g}" for sd in sds) + " |",
              "|---|" + "---|" * len(sds)]
     for difference in differences:
         cells = (str(seeds_needed(difference, sd, alpha=alpha, power=power, test=test)) for sd in sds)
