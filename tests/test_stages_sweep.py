@@ -93,6 +93,37 @@ def test_the_resumed_sweep_runs_every_stage_and_prints_the_report_and_verdict(st
     assert "Best: trial" not in staged.output or "95% CI" in staged.output
 
 
+def test_summarise_prints_the_same_stage_report_from_the_study_alone(staged: Outcome, capsys) -> None:
+    """`summarise --sweep smoke --override ...` (the launch's overrides) rebuilds the launch's stage report
+    from the journal: the same search table, race and verdict (a device call cut before its end prints it)."""
+    from rookworld.sweep.summarise import main
+
+    overrides = [arg for override in STAGED[1:] for arg in ("--override", override)]
+    cwd = os.getcwd()
+    os.chdir(staged.directory)
+    try:
+        assert main(["--study", "smoke", "--no-mlflow", "--sweep", "smoke", *overrides]) == 0
+    finally:
+        os.chdir(cwd)
+    report = capsys.readouterr().out.split("## Stages", 1)[1]
+    launched = staged.output.split("## Stages", 1)[1]
+    assert report.split("verdict: ", 1)[0] == launched.split("verdict: ", 1)[0]
+    assert staged.study.user_attrs[VERDICT_ATTR] in report
+
+
+@pytest.mark.parametrize("sweep, line", [
+    ("nosuch", "rookworld: error: sweeps=nosuch: no option 'nosuch' in sweeps/; options: "),
+    ("throughput", "rookworld: error: --sweep throughput: hydra.sweeper.stages.enabled=False: not a staged sweep"),
+])
+def test_summarise_with_a_sweep_that_is_not_staged_is_one_line(staged: Outcome, capsys, sweep: str, line: str) -> None:
+    from rookworld.sweep.summarise import main
+
+    code = main(["--study", "smoke", "--storage", f"journal:{staged.directory}/outputs/optuna/smoke.journal",
+                 "--no-mlflow", "--sweep", sweep])
+    err = capsys.readouterr().err.splitlines()
+    assert code == 2 and len(err) == 1 and err[0].startswith(line)
+
+
 def test_seeds_are_paired_and_the_confirmation_seeds_are_fresh_and_on_test(staged: Outcome) -> None:
     pairs = items(staged.study)
     search = [(t, i) for t, i in pairs if i.stage == "search" and t.state == TrialState.COMPLETE]

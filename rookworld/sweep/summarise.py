@@ -9,6 +9,10 @@ by state and by outcome and the best trial. Run it from the directory the sweep 
     python -m rookworld.sweep.summarise --study kl_stability --storage postgresql://host/optuna \\
         --tracking-uri http://mlflow-host:5000
     python -m rookworld.sweep.summarise --study smoke --json       # the same as JSON
+    python -m rookworld.sweep.summarise --study verdict --no-mlflow --sweep verdict   # + the stage report
+`--sweep NAME [--override KEY=VALUE ...]` composes that sweep config (sweeps=NAME, as it was launched) for its
+stage settings and prints a staged sweep's report (docs/sweeps.md, Reading the report) as far as the study
+has got; the configuration diff against the baseline is left out (it needs the launch's Hydra context).
 """
 
 from __future__ import annotations
@@ -18,7 +22,14 @@ import json
 import os
 import sys
 
+import optuna
 from omegaconf import DictConfig, OmegaConf
+
+from rookworld.composition import describe
+from rookworld.config import ConfigError, compose
+from rookworld.sweep.stage_report import stage_report
+from rookworld.sweep.stage_settings import StageSettings
+from rookworld.sweep.stages import VERDICT_ATTR, StageView
 
 from rookworld.sweep.storage_url import storage_file
 from rookworld.sweep.study import default_storage, open_study
@@ -36,6 +47,9 @@ def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespa
                         help="MLflow experiment of the runs (default tracking.experiment: %(default)s)")
     parser.add_argument("--no-mlflow", action="store_true", help="Optuna only: no outcomes")
     parser.add_argument("--json", action="store_true", help="print JSON instead of markdown")
+    parser.add_argument("--sweep", help="a staged sweep's config name (sweeps=NAME): also print its stage report")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="an override the sweep was launched with (repeatable; with --sweep)")
     return parser.parse_args(argv)
 
 
@@ -67,7 +81,33 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     summary = summarise_study(study, runs)
     print(json.dumps(summary_dict(summary), indent=2, default=str) if args.json else summary_markdown(summary))
+    if args.sweep is not None:
+        from hydra.errors import ConfigCompositionException, OverrideParseException
+
+        overrides = [f"sweeps={args.sweep}", *args.override]
+        try:
+            print(stage_report_of(study, overrides))
+        except ConfigError as error:
+            print(f"rookworld: error: --sweep {args.sweep}: {error}", file=sys.stderr)
+            return 2
+        except (ConfigCompositionException, OverrideParseException) as error:
+            print(f"rookworld: error: {describe(error, overrides, 'config')}", file=sys.stderr)
+            return 2
     return 0
+
+
+def stage_report_of(study: optuna.Study, overrides: list[str]) -> str:
+    """The stage report of `study`, with the stage settings of the sweep config `overrides` compose."""
+    config = compose(overrides)
+    sweeper = config.hydra.sweeper
+    if not OmegaConf.select(sweeper, "stages.enabled", default=False):
+        raise ConfigError(f"hydra.sweeper.stages.enabled={OmegaConf.select(sweeper, 'stages.enabled')}: "
+                          "not a staged sweep")
+    stages = StageSettings.parse(sweeper.stages).with_horizon(config.steps)
+    view = StageView.of(study.get_trials(deepcopy=False), stages, int(sweeper.n_trials),
+                        float(config.objective.failure_penalty))
+    per_gpu = int(OmegaConf.select(config, "trial.trials_per_gpu"))
+    return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, None, None)[0]
 
 
 if __name__ == "__main__":
