@@ -64,7 +64,7 @@ def test_stop_at_must_be_a_prefix(tmp_path: Path, bad: str) -> None:
     assert str(error.value) == f"{bad}: must be null or between 1 and steps = 4 (a prefix of the run)"
 
 
-STAGES = {"enabled": True, "seeds": 2, "first_seed": 0, "rungs": [1, 2], "eta": 2, "baseline": [],
+STAGES = {"enabled": True, "seeds": 2, "first_seed": 0, "rungs": [1, 2], "eta": 2, "baseline": [], "baseline_ahead": False,
           "race": {"top": 2, "max_seeds": 3, "min_seeds": 2, "alpha": 0.05, "test": "wilcoxon", "ahead": 0},
           "confirm": {"seeds": 2, "finalists": 1, "alpha": 0.05, "test": "wilcoxon"}, "checkpoint_dir": "stages"}
 K = "hydra.sweeper.stages."
@@ -88,6 +88,7 @@ def stages_with(key: str, value) -> dict:
     ("rungs", [1, 3], "each rung must be eta = 2 times the one before (successive halving)"),
     ("rungs", "100", "expected a list of step counts >= 1, e.g. [100, 200, 400], or null"),
     ("baseline", ["experiment"], "expected a list of overrides (key=value), e.g. [experiment=grpo_rookworld_tiny]"),
+    ("baseline_ahead", "yes", "must be true or false"),
     ("checkpoint_dir", "", "expected a folder for the rungs' checkpoints"),
     ("race.top", 0, "must be an integer >= 1"),
     ("race.max_seeds", 1, "must be an integer >= 2"),
@@ -244,6 +245,35 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     run_waiting()
     items, verdict = step()
     assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline by +0.1")
+
+
+def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmation_seeds_in_the_search_tail() -> None:
+    """baseline_ahead: once every search configuration has started (nothing left to sample) and some still
+    run, due() gives the baseline's race seeds beyond its search seeds and its confirmation seeds, once;
+    before that, nothing but the baseline's search trial."""
+    import optuna
+
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import BASELINE, Item, StageView, due
+
+    settings = StageSettings.parse({**stages_with("baseline_ahead", True)}).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+
+    def step() -> list[tuple[str, str, tuple[int, ...]]]:
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=2, penalty=-1.0))
+        assert verdict is None
+        for item in items:
+            study.enqueue_trial({}, user_attrs=item.attrs())
+        return [item.key for item in items]
+
+    assert step() == [("search", BASELINE, (0, 1))]
+    study.ask()  # the baseline's search trial runs; a configuration is still to be sampled
+    assert step() == []
+    sampled = study.ask()
+    for key, value in Item("search", str(sampled.number), (), (0, 1)).attrs().items():
+        sampled.set_user_attr(key, value)
+    assert step() == [("race", BASELINE, (2,)), ("confirm", BASELINE, (3,)), ("confirm", BASELINE, (4,))]
+    assert step() == []  # held: never enqueued twice
 
 
 def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:

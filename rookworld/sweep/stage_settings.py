@@ -91,11 +91,13 @@ class StageSettings:
     rungs: tuple[int, ...] | None  # None: one rung, the full horizon (`steps`; with_horizon() fills it in)
     eta: int
     baseline: tuple[str, ...]
+    baseline_ahead: bool  # the baseline's race and confirmation runs start while the search's last ones run
     race: RaceSettings
     confirm: ConfirmSettings
     checkpoint_dir: str
 
-    NAMES = ("enabled", "seeds", "first_seed", "rungs", "eta", "baseline", "race", "confirm", "checkpoint_dir")
+    NAMES = ("enabled", "seeds", "first_seed", "rungs", "eta", "baseline", "baseline_ahead", "race", "confirm",
+             "checkpoint_dir")
 
     @classmethod
     def parse(cls, node: Any) -> StageSettings | None:
@@ -119,10 +121,12 @@ class StageSettings:
         baseline = raw["baseline"]
         require(isinstance(baseline, list) and all(isinstance(o, str) and "=" in o for o in baseline),
                 KEY + "baseline", baseline, "expected a list of overrides (key=value), e.g. [experiment=grpo_rookworld_tiny]")
+        ahead = raw["baseline_ahead"]
+        require(isinstance(ahead, bool), KEY + "baseline_ahead", ahead, "must be true or false")
         directory = raw["checkpoint_dir"]
         require(isinstance(directory, str) and bool(directory), KEY + "checkpoint_dir", directory,
                 "expected a folder for the rungs' checkpoints")
-        settings = cls(enabled, seeds, first_seed, rungs, eta, tuple(baseline), RaceSettings.parse(raw["race"], seeds),
+        settings = cls(enabled, seeds, first_seed, rungs, eta, tuple(baseline), ahead, RaceSettings.parse(raw["race"], seeds),
                        ConfirmSettings.parse(raw["confirm"]), directory)
         return settings if enabled else None
 

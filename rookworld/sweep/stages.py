@@ -111,10 +111,12 @@ class StageView:
     def search_complete(self) -> list[tuple[FrozenTrial, Item]]:
         return [(t, i) for t, i in self.items(SEARCH) if t.state == TrialState.COMPLETE]
 
+    def search_started(self) -> bool:
+        """Every search configuration has been sampled and started (the sampler has nothing more to give)."""
+        return sum(1 for t in self.trials if is_search(t) and t.state != TrialState.WAITING) >= self.n_trials
+
     def search_done(self) -> bool:
-        search = [t for t in self.trials if is_search(t)]
-        started = [t for t in search if t.state != TrialState.WAITING]
-        return len(started) >= self.n_trials and all(t.state.is_finished() for t in search)
+        return self.search_started() and all(t.state.is_finished() for t in self.trials if is_search(t))
 
     def overrides(self) -> dict[str, tuple[str, ...]]:
         return {item.config: item.overrides for _, item in self.items(SEARCH)}
@@ -176,7 +178,8 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
     if baseline.key not in held:
         return [baseline], None
     if not view.search_done():
-        return [], None
+        ahead = s.baseline_ahead and view.search_started()
+        return ([item for item in baseline_runs(s) if item.key not in held] if ahead else []), None
     overrides = view.overrides()
     state = view.race_state()
     if not state.finished:
@@ -194,6 +197,13 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
         return missing, None
     verdict = view.verdict(finalists)
     return [], verdict.line() if verdict is not None else None
+
+
+def baseline_runs(s: StageSettings) -> list[Item]:
+    """The baseline's race runs (beyond its search seeds) and confirmation runs: what the race and the
+    confirmation would ask of it, known before the search ends."""
+    race = [Item(RACE, BASELINE, s.baseline, (seed,)) for seed in s.race_seeds() if seed not in s.search_seeds()]
+    return [*race, *(Item(CONFIRM, BASELINE, s.baseline, (seed,)) for seed in s.confirm_seeds())]
 
 
 def mean(scores: dict[int, float]) -> float:
