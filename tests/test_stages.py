@@ -276,6 +276,47 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     assert step() == []  # held: never enqueued twice
 
 
+def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_best() -> None:
+    """With two finalists, the race's best (trial 1) and the confirmation's winner (trial 2) differ: the
+    report's config comparison is the winner's."""
+    import optuna
+
+    from rookworld.sweep.stage_report import compared_config
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView, due
+    from rookworld.sweep.study import OUTCOME_ATTR
+
+    node = stages_with("race", {**STAGES["race"], "max_seeds": 2})  # Wilcoxon on 2 seeds drops nobody
+    node["confirm"] = {**STAGES["confirm"], "seeds": 4, "finalists": 2, "test": "t"}
+    settings = StageSettings.parse(node).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+    means = {"search": {BASELINE: 0.5, "1": 0.62, "2": 0.6}, "confirm": {BASELINE: 0.5, "1": 0.52, "2": 0.6}}
+
+    def view() -> StageView:
+        return StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0)
+
+    def enqueue_and_run(items: list[Item]) -> None:
+        for item in items:
+            study.enqueue_trial({}, user_attrs=item.attrs())
+        for _ in items:
+            trial = study.ask()
+            item = Item.of(trial)
+            mean = means["confirm" if item.stage == "confirm" else "search"][item.config]
+            scores = [[r, s, mean + 0.001 * ((7 * s + len(item.config)) % 5)] for r in (1, 2) for s in item.seeds]
+            trial.set_user_attr(SCORES_ATTR, scores)
+            trial.set_user_attr(OUTCOME_ATTR, "success")
+            study.tell(trial, sum(v for r, _, v in scores if r == 2) / len(item.seeds))
+
+    enqueue_and_run([Item("search", c, (f"optimizer.lr={c}e-4",) if c != BASELINE else (), (0, 1))
+                     for c in (BASELINE, "1", "2")])
+    assert compared_config(view()) == "1"  # before the confirmation: the race's best survivor
+    items, _ = due(view())
+    assert {i.stage for i in items} == {"confirm"}
+    enqueue_and_run(items)
+    assert due(view())[1].startswith("verdict: trial 2 beats the baseline")
+    assert compared_config(view()) == "2"
+
+
 def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
     import optuna
 

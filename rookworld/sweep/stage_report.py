@@ -183,11 +183,14 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
 
 
 def compared_config(view: StageView) -> str | None:
-    """The configuration the report sets against the baseline: the winner, else the race's best survivor
+    """The configuration the report sets against the baseline: the verdict's winner, else the confirmed
+    finalist with the largest mean difference, else (before the confirmation) the race's best survivor
     that is not the baseline."""
     if not view.search_done():
         return None
-    state = view.race_state()
-    finalists = view.finalists(state)
+    finalists = view.finalists(view.race_state())
+    verdict = view.verdict(finalists) if finalists else None
+    if verdict is not None:
+        return str((verdict.winner or verdict.finalists[0]).trial)
     return finalists[0] if finalists else None
 
