@@ -93,22 +93,25 @@ def test_the_resumed_sweep_runs_every_stage_and_prints_the_report_and_verdict(st
     assert "Best: trial" not in staged.output or "95% CI" in staged.output
 
 
-def test_summarise_prints_the_same_stage_report_from_the_study_alone(staged: Outcome, capsys) -> None:
+def test_summarise_prints_the_same_stage_report_from_the_study_alone(staged: Outcome, capsys, tmp_path: Path) -> None:
     """`summarise --sweep smoke --override ...` (the launch's overrides) rebuilds the launch's stage report
-    from the journal: the same search table, race and verdict (a device call cut before its end prints it)."""
+    from the journal: the same search table, race and verdict (a device call cut before its end prints it),
+    and draws the fidelity plot."""
     from rookworld.sweep.summarise import main
 
     overrides = [arg for override in STAGED[1:] for arg in ("--override", override)]
     cwd = os.getcwd()
     os.chdir(staged.directory)
     try:
-        assert main(["--study", "smoke", "--no-mlflow", "--sweep", "smoke", *overrides]) == 0
+        assert main(["--study", "smoke", "--no-mlflow", "--sweep", "smoke", *overrides,
+                     "--fidelity-plot", str(tmp_path / "fidelity.png")]) == 0
     finally:
         os.chdir(cwd)
     report = capsys.readouterr().out.split("## Stages", 1)[1]
     launched = staged.output.split("## Stages", 1)[1]
     assert report.split("verdict: ", 1)[0] == launched.split("verdict: ", 1)[0]
     assert staged.study.user_attrs[VERDICT_ATTR] in report
+    assert (tmp_path / "fidelity.png").read_bytes().startswith(b"\x89PNG")
 
 
 @pytest.mark.parametrize("sweep, line", [

@@ -10,6 +10,7 @@ by state and by outcome and the best trial. Run it from the directory the sweep 
         --tracking-uri http://mlflow-host:5000
     python -m rookworld.sweep.summarise --study smoke --json       # the same as JSON
     python -m rookworld.sweep.summarise --study verdict --no-mlflow --sweep verdict   # + the stage report
+    python -m rookworld.sweep.summarise --study verdict --no-mlflow --sweep verdict --fidelity-plot fidelity.png
 `--sweep NAME [--override KEY=VALUE ...]` composes that sweep config (sweeps=NAME, as it was launched) for its
 stage settings and prints a staged sweep's report (docs/sweeps.md, Reading the report) as far as the study
 has got; the configuration diff against the baseline is left out (it needs the launch's Hydra context).
@@ -50,7 +51,12 @@ def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespa
     parser.add_argument("--sweep", help="a staged sweep's config name (sweeps=NAME): also print its stage report")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="an override the sweep was launched with (repeatable; with --sweep)")
-    return parser.parse_args(argv)
+    parser.add_argument("--fidelity-plot", metavar="FILE",
+                        help="with --sweep: write the fidelity plot here once the race has scores (PNG)")
+    args = parser.parse_args(argv)
+    if args.fidelity_plot and not args.sweep:
+        parser.error(f"--fidelity-plot {args.fidelity_plot}: needs --sweep (the stage report it plots)")
+    return args
 
 
 def load_runs(args: argparse.Namespace, tracking: DictConfig, base_dir: str) -> list | None:
@@ -86,7 +92,13 @@ def main(argv: list[str] | None = None) -> int:
 
         overrides = [f"sweeps={args.sweep}", *args.override]
         try:
-            print(stage_report_of(study, overrides))
+            markdown, checks = stage_report_of(study, overrides)
+            print(markdown)
+            if args.fidelity_plot and checks:
+                from rookworld.sweep.plots import fidelity_figure
+
+                fidelity_figure(checks).savefig(args.fidelity_plot)
+                print(f"fidelity plot: {args.fidelity_plot}")
         except ConfigError as error:
             print(f"rookworld: error: --sweep {args.sweep}: {error}", file=sys.stderr)
             return 2
@@ -96,8 +108,9 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def stage_report_of(study: optuna.Study, overrides: list[str]) -> str:
-    """The stage report of `study`, with the stage settings of the sweep config `overrides` compose."""
+def stage_report_of(study: optuna.Study, overrides: list[str]) -> tuple[str, list]:
+    """The stage report of `study` (markdown, fidelity checks), with the stage settings of the sweep config
+    `overrides` compose."""
     config = compose(overrides)
     sweeper = config.hydra.sweeper
     if not OmegaConf.select(sweeper, "stages.enabled", default=False):
@@ -107,7 +120,7 @@ def stage_report_of(study: optuna.Study, overrides: list[str]) -> str:
     view = StageView.of(study.get_trials(deepcopy=False), stages, int(sweeper.n_trials),
                         float(config.objective.failure_penalty))
     per_gpu = int(OmegaConf.select(config, "trial.trials_per_gpu"))
-    return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, None, None)[0]
+    return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, None, None)
 
 
 if __name__ == "__main__":
