@@ -36,8 +36,8 @@ from rookworld.sweep.mlflow_parent import (SUMMARY_ARTIFACT_DIR, end_orphan_runs
 from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
-from rookworld.sweep.stage_report import compared_config, stage_report
-from rookworld.sweep.stages import VERDICT_ATTR, StageView, is_search
+from rookworld.sweep.stage_report import study_stage_report
+from rookworld.sweep.stages import VERDICT_ATTR, is_search
 from rookworld.sweep.storage_url import masked, redacted
 from rookworld.sweep.study import STORAGE_ERRORS, is_stale_failure, open_storage, resolve_stale_trials
 from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_markdown
@@ -255,16 +255,8 @@ class Launch:
         settings = self.spec.settings
         if settings.stages is None:
             return None
-        config = self.spec.config
-        view = StageView.of(study.get_trials(deepcopy=False), settings.stages, settings.n_trials,
-                            float(config.objective.failure_penalty))
-        compared = compared_config(view)
-        differences = None
-        if compared is not None:
-            overrides = view.overrides()
-            differences = config_differences(self.spec, overrides["baseline"], overrides[compared])
-        per_gpu = int(OmegaConf.select(config, "trial.trials_per_gpu"))
-        return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, differences, compared)
+        return study_stage_report(study, settings.stages, settings.n_trials, self.spec.config,
+                                  lambda baseline, other: config_differences(self.spec, baseline, other))
 
     def print_stage_report(self, study: optuna.Study) -> None:
         report = self.stage_report(study)

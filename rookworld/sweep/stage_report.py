@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import optuna
+from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from scipy import stats
 
 from rookworld.sweep.racing import RaceState
-from rookworld.sweep.stages import BASELINE, CONFIRM, SECONDS_ATTR, STAGE_ATTR, StageView, segment_scores
+from rookworld.sweep.stage_settings import StageSettings
+from rookworld.sweep.stages import BASELINE, CONFIRM, SECONDS_ATTR, STAGE_ATTR, VERDICT_ATTR, StageView, segment_scores
 
 CONFIDENCE = 0.95
 
@@ -194,3 +197,18 @@ def compared_config(view: StageView) -> str | None:
         return str((verdict.winner or verdict.finalists[0]).trial)
     return finalists[0] if finalists else None
 
+
+def study_stage_report(study: optuna.Study, stages: StageSettings, n_trials: int, config: DictConfig,
+                       differences_of: Callable[[tuple, tuple], Mapping[str, tuple]] | None = None
+                       ) -> tuple[str, list[Fidelity]]:
+    """The report of a staged study as far as it has got (`config`: the sweep's composed config, for the failure
+    penalty and the workers per GPU). `differences_of(baseline overrides, compared overrides)`: the config keys
+    that differ (None: the report leaves them out)."""
+    view = StageView.of(study.get_trials(deepcopy=False), stages, n_trials, float(config.objective.failure_penalty))
+    compared = compared_config(view)
+    differences = None
+    if differences_of is not None and compared is not None:
+        overrides = view.overrides()
+        differences = differences_of(overrides[BASELINE], overrides[compared])
+    per_gpu = int(OmegaConf.select(config, "trial.trials_per_gpu"))
+    return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, differences, compared)

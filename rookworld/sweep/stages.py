@@ -174,25 +174,26 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
     """(runs to enqueue that no trial holds yet, the verdict line once the confirmation is in)."""
     s = view.settings
     held = {item.key for item in (Item.of(t) for t in view.trials) if item is not None}
+
+    def new(items: list[Item]) -> list[Item]:
+        return [item for item in items if item.key not in held]
+
     baseline = Item(SEARCH, BASELINE, s.baseline, s.search_seeds())
     if baseline.key not in held:
         return [baseline], None
     if not view.search_done():
-        ahead = s.baseline_ahead and view.search_started()
-        return ([item for item in baseline_runs(s) if item.key not in held] if ahead else []), None
+        return (new(baseline_runs(s)) if s.baseline_ahead and view.search_started() else []), None
     overrides = view.overrides()
     state = view.race_state()
     if not state.finished:
         ahead = s.race_seeds()[state.rounds + 1:state.rounds + 1 + s.race.ahead]
         runs = [*state.pending, *((config, seed) for seed in ahead for config in state.survivors)]
-        wanted = [Item(RACE, config, overrides[config], (seed,)) for config, seed in runs]
-        return [item for item in wanted if item.key not in held], None
+        return new([Item(RACE, config, overrides[config], (seed,)) for config, seed in runs]), None
     finalists = view.finalists(state)
     if not finalists:
         return [], no_finalist_line(state)
-    wanted = [Item(CONFIRM, config, overrides[config], (seed,)) for config in [*finalists, BASELINE]
-              for seed in s.confirm_seeds()]
-    missing = [item for item in wanted if item.key not in held]
+    missing = new([Item(CONFIRM, config, overrides[config], (seed,)) for config in [*finalists, BASELINE]
+                   for seed in s.confirm_seeds()])
     if missing:
         return missing, None
     verdict = view.verdict(finalists)

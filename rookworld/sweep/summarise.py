@@ -28,9 +28,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.composition import describe
 from rookworld.config import ConfigError, compose
-from rookworld.sweep.stage_report import stage_report
+from rookworld.sweep.stage_report import study_stage_report
 from rookworld.sweep.stage_settings import StageSettings
-from rookworld.sweep.stages import VERDICT_ATTR, StageView
 
 from rookworld.sweep.storage_url import storage_file
 from rookworld.sweep.study import default_storage, open_study
@@ -117,10 +116,7 @@ def stage_report_of(study: optuna.Study, overrides: list[str]) -> tuple[str, lis
         raise ConfigError(f"hydra.sweeper.stages.enabled={OmegaConf.select(sweeper, 'stages.enabled')}: "
                           "not a staged sweep")
     stages = StageSettings.parse(sweeper.stages).with_horizon(config.steps)
-    view = StageView.of(study.get_trials(deepcopy=False), stages, int(sweeper.n_trials),
-                        float(config.objective.failure_penalty))
-    per_gpu = int(OmegaConf.select(config, "trial.trials_per_gpu"))
-    return stage_report(view, study.user_attrs.get(VERDICT_ATTR), per_gpu, None, None)
+    return study_stage_report(study, stages, int(sweeper.n_trials), config)
 
 
 if __name__ == "__main__":
