@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The verdict sweep (sweeps/verdict.yaml) on a 4-GPU machine, resumable across device calls of 10 minutes.
+# The verdict sweep (sweeps/verdict.yaml) on a GPU machine, resumable across device calls of 10 minutes.
 # On the GPU machine, from the repository root (no network):
 #   bash tools/verdict_device.sh            # OUT=/tmp/out; one call; run it again until it prints a verdict
+# It runs 12 workers per GPU it sees (N_JOBS overrides hydra.sweeper.n_jobs; the preset's 48 is 4 GPUs).
 # Each call: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (500), stops
 # it with SIGINT (its running trials are failed as stale by the next call and re-queued: a search, race or
 # confirmation run goes on from its last finished rung when the checkpoints are still there, else from its
@@ -18,6 +19,7 @@
 set -u
 OUT=${OUT:-/tmp/out}
 SWEEP_S=${SWEEP_S:-500}
+N_JOBS=${N_JOBS:-$((12 * $(nvidia-smi -L | wc -l)))}  # trial.trials_per_gpu (12) x the GPUs
 STUDY=verdict
 JOURNAL=outputs/optuna/$STUDY.journal
 SAVED=verdict_state/$STUDY.journal
@@ -31,8 +33,8 @@ fi
 nvidia-smi --query-gpu=index,name,memory.used --format=csv > "$OUT/$STUDY/gpus.csv" 2>&1
 nvidia-smi dmon -s u -d 10 > "$OUT/$STUDY/dmon.log" 2>&1 &
 dmon=$!
-echo "== sweeps=$STUDY for at most ${SWEEP_S}s ($(date +%T))"
-timeout -s INT -k 60 "$SWEEP_S" python3 -m rookworld.train -m sweeps=$STUDY tracking=none "$@" \
+echo "== sweeps=$STUDY, $N_JOBS workers, for at most ${SWEEP_S}s ($(date +%T))"
+timeout -s INT -k 60 "$SWEEP_S" python3 -m rookworld.train -m sweeps=$STUDY tracking=none hydra.sweeper.n_jobs="$N_JOBS" "$@" \
     > "$OUT/$STUDY/sweep_$(date +%H%M%S).log" 2>&1
 echo "== sweep exit $? ($(date +%T))"
 kill "$dmon" 2>/dev/null
