@@ -2,15 +2,24 @@
 sweep_helpers, the suite's one PostgreSQL server and its one set of sweep launches (a session fixture
 imported by a test module would be set up again for that module)."""
 
+import os
+
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pyproject's `-n 2`: one thread per worker (subprocesses inherit it),
+    os.environ["OMP_NUM_THREADS"] = "1"  # so that two workers on two cores do not fight over four threads
+
 import shutil
 from pathlib import Path
 
 import pytest
+import torch
 from sweep_helpers import postgres_url, postgresql_sweeps  # noqa: F401  (fixtures)
 
 from rookworld.model.gpt2 import GPT
 from rookworld.model.hub import create_tiny, load_pretrained
 from rookworld.model.tokenizer import ChessTokenizer
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)  # in case torch was imported before the environment was set
 
 
 @pytest.fixture(scope="session")
@@ -34,3 +43,9 @@ def tiny_model_copy(tiny_model_dir: Path, tmp_path: Path) -> Path:
 def tiny_model(tiny_model_dir: Path) -> tuple[GPT, ChessTokenizer]:
     """A fresh float32 CPU copy of the tiny model per test (tests may train or modify it)."""
     return load_pretrained(str(tiny_model_dir))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first (a stable sort), so that pyproject's two workers are both busy until the end
+    instead of one finishing the longest tests alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -5,6 +5,7 @@ only its rows' distinct prompts (Batch.rows) and, when its rows are whole groups
 the shared-prompt fast path (Batch.group_size > 0). Both read one layout (Batch.layout), so whatever
 the order, each completion's log-probs must equal a plain forward of its own prompt + completion.
 """
+import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
@@ -108,6 +109,7 @@ def step_zero_update(tmp_path, *overrides):
     return metrics, deviations
 
 
+@pytest.mark.slow
 def test_every_micro_batch_of_a_shuffled_minibatch_has_ratio_one_at_step_zero(tmp_path):
     """12 rows, 2 minibatches of 6: every micro-batch size that divides 6, each in its own run (same
     seed, same rows). Ratio exactly 1 (log-prob difference 0 up to float32 rounding of a different batch

@@ -27,7 +27,7 @@ from test_tracking import REPO, SUMMARY_FILES, mlflow_server, rest, tags_of
 from rookworld.tracking.ui import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, VIEW_TAG, runs_view_url
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]  # one worker runs the quickstart and the browser
 
 QUICKSTART = "python -m rookworld.train experiment=quickstart"  # the README's first command
 SWEEP_DIR = "multirun/tiny"  # also the sweep parent's run name

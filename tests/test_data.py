@@ -39,6 +39,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 # -- bundled files ---------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_every_bundled_split_loads() -> None:
     """Load time is measured by `python -m rookworld.data.load_time` (a benchmark, not a timed test)."""
     _, counts = load_files_uncached()

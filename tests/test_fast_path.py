@@ -178,6 +178,7 @@ runpy.run_module("rookworld.bench", run_name="__main__")
 """
 
 
+@pytest.mark.slow
 def test_a_failed_self_check_makes_the_bench_exit_non_zero_with_one_line(tmp_path):
     overrides = ["model=tiny", "device=cpu", "prompts_per_step=2", "grpo.group_size=2", "sampling.max_new_tokens.P=6",
                  "sampling.max_new_tokens.A=6", "bench.trl=false", f"hydra.run.dir={tmp_path}"]

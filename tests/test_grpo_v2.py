@@ -222,6 +222,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
 
 # ---------------------------------------------------------------- dynamic sampling
 
+@pytest.mark.slow
 def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
     """P: rows cut at 24 tokens are all malformed (zero variance); A: groups vary. Every step trains on
     prompts_per_step groups, none of them zero-variance, and says how many rounds it took."""

@@ -109,6 +109,7 @@ def test_summaries_never_name_a_pruned_or_failed_trial_best():
     assert SweepSummary(RUNS, "s", "minimize", with_success, ()).best.trial == 3
 
 
+@pytest.mark.slow
 def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
     """Two real runs on the tiny model, each stopped by a divergence detector, told as the sweeper does."""
     study, url = new_study(tmp_path, "maximize", name="all_diverge")

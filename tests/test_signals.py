@@ -37,6 +37,7 @@ def start_run(directory: Path) -> tuple[subprocess.Popen[str], Path]:
     ("SIGTERM", lambda p: p.send_signal(signal.SIGTERM), 143),      # kill PID, timeout
     ("SIGINT", lambda p: os.killpg(p.pid, signal.SIGINT), 130),     # Ctrl-C: the whole foreground group
 ])
+@pytest.mark.slow
 def test_a_signal_ends_the_run_killed_with_its_reason_in_one_line(tmp_path: Path, name, send, code) -> None:
     process, log = start_run(tmp_path)
     send(process)
@@ -51,6 +52,7 @@ def test_a_signal_ends_the_run_killed_with_its_reason_in_one_line(tmp_path: Path
     assert run.data.metrics["reward"] is not None  # the metrics logged before the signal are kept
 
 
+@pytest.mark.slow
 def test_a_second_signal_while_the_run_closes_changes_nothing(tmp_path: Path) -> None:
     process, _ = start_run(tmp_path)
     os.killpg(process.pid, signal.SIGINT)

@@ -21,7 +21,7 @@ from rookworld.sweep.stages import BASELINE, CONFIG_ATTR, SCORES_ATTR, SEEDS_ATT
 from rookworld.sweep.study import RETRY_OF_ATTR, is_stale_failure
 from sweep_helpers import REPO, load_study, mlflow_runs, subprocess_env, wait_for
 
-pytestmark = pytest.mark.slow  # one killed and resumed sweep of ~25 runs: 94-160 s on the shared 2-core machine (load 3-5)
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("stages_sweep")]  # one killed and resumed sweep of ~25 runs: 94-160 s on the shared 2-core machine (load 3-5)
 
 STAGED = ["sweeps=smoke", "model=tiny", "trial=stages", "steps=2", "eval.every=0", "eval.num_policy=2",
           "eval.num_arbiter=2", "data.arbiter_pool_size=4", "data.arbiter_pool_walks=200",

@@ -586,6 +586,7 @@ def test_a_killed_worker_is_replaced_and_its_trial_rerun_in_the_same_launch(tmp_
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("postgresql_sweeps")  # one worker sets up their shared launches
 def test_no_password_appears_in_any_output_or_file_of_a_launch(postgresql_sweeps: Launches, postgres_url: str) -> None:
     """The three launches of sweep_helpers.postgresql_sweeps, whose storage URL holds PASSWORD."""
     for code, out, err in postgresql_sweeps.results:

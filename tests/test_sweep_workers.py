@@ -79,6 +79,7 @@ def test_three_sweeps_share_one_journal_study(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.xdist_group("postgresql_sweeps")  # one worker sets up their shared launches
 def test_three_sweeps_share_one_postgresql_study(postgresql_sweeps: Launches, postgres_url: str) -> None:
     check_one_shared_study(postgresql_sweeps, with_password(postgres_url))
 

@@ -214,6 +214,7 @@ def test_sft_and_bench_configs_are_validated_too(config_name, override):
         check(cfg)
 
 
+@pytest.mark.slow
 def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
     common = ["steps=4", "task_mix=env_only", "kl=adaptive", "eval.every=0", "grpo.num_iterations=2",
               "grpo.num_minibatches=2", "optimizer.lr=1e-4"]
@@ -259,6 +260,7 @@ def test_a_resume_that_changes_the_run_is_refused_in_one_line_naming_each_key(tm
     assert named == keys, message  # checkpoint.dir and eval.cache_dir differ too: they may
 
 
+@pytest.mark.slow
 def test_a_refused_resume_exits_2_with_one_line(tmp_path, checkpoint):
     from train_helpers import TINY_RUN
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", *TINY_RUN, "tracking=none", *CHECKPOINTED,
