@@ -317,6 +317,32 @@ def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_
     assert compared_config(view()) == "2"
 
 
+def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_configuration_at_the_full_horizon() -> None:
+    """Four configurations reach the full horizon (2 steps) in the search; their rung-1 order is the reverse
+    of their rung-2 order, so the search-seed fidelity is -1.00 over 4 configurations, before any race."""
+    import optuna
+
+    from rookworld.sweep.stage_report import stage_report
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView
+    from rookworld.sweep.study import OUTCOME_ATTR
+
+    settings = StageSettings.parse(stages_with("rungs", [1, 2])).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+    at_rung = {BASELINE: (0.50, 0.56), "1": (0.51, 0.55), "2": (0.52, 0.54), "3": (0.53, 0.53)}
+    for config, (first, last) in at_rung.items():
+        study.enqueue_trial({}, user_attrs=Item("search", config, (), (0, 1)).attrs())
+        trial = study.ask()
+        scores = [[1, seed, first + 0.001 * seed] for seed in (0, 1)] + [[2, seed, last + 0.001 * seed] for seed in (0, 1)]
+        trial.set_user_attr(SCORES_ATTR, scores)
+        trial.set_user_attr(OUTCOME_ATTR, "success")
+        study.tell(trial, last + 0.0005)
+    report, _ = stage_report(StageView.of(study.get_trials(), settings, n_trials=5, penalty=-1.0), None, 1, None, None)
+    assert ("Fidelity on the search seeds: Spearman's rho between the rung-1 means and the 2-step means over the 4 "
+            "configurations that reached 2 steps: -1.00.") in report.splitlines()
+    assert "### Race" not in report  # the search (5 configurations) is not done
+
+
 def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
     import optuna
 

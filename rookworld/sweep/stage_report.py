@@ -3,8 +3,9 @@
 Printed at the end of the sweep and logged on its MLflow parent run (`sweep_summary/stages.md`, the
 fidelity plot `sweep_summary/fidelity.png`). Per stage, each configuration's mean over its seeds with a
 95% t-interval (mean +- t(0.975, n-1) x sd / sqrt(n)); the configurations that cannot be told apart
-from the best; the fidelity check (Spearman's rank correlation between the search's rung means and the
-race's full-horizon means over the raced configurations); the verdict; the winner's config against the
+from the best; the fidelity checks (Spearman's rank correlation between the search's rung means and the
+full-horizon means: on the search seeds over the configurations that reached the full horizon, and the
+race's means over the raced configurations); the verdict; the winner's config against the
 baseline's, only the keys that differ; GPU-seconds per run and in total. A configuration is never
 called best without its interval.
 """
@@ -94,7 +95,30 @@ def search_section(view: StageView) -> tuple[list[str], dict[str, dict[int, dict
         lines.append("")
         lines.append(f"Highest search mean at the full horizon: {name(best[1])}, {best[0].text()}. Intervals "
                      f"overlapping it (not told apart on the search seeds): {', '.join(close) or 'none'}.")
+    lines += search_fidelity(per_config, s.rungs)
     return lines, per_config
+
+
+def search_fidelity(per_config: dict[str, dict[int, dict[int, float]]], rungs: tuple[int, ...]) -> list[str]:
+    """Per rung below the full horizon: Spearman's rho of the rung means and the full-horizon means on the
+    search's own seeds, over the configurations that reached the full horizon (more of them than the race
+    has; all of them survivors of the halving, so the rho of a narrower range)."""
+    horizon = rungs[-1]
+    reached = [by_rung for by_rung in per_config.values() if horizon in by_rung]
+    if not reached:
+        return []
+    return [f"Fidelity on the search seeds: Spearman's rho between the rung-{rung} means and the {horizon}-step "
+            f"means over the {len(reached)} configurations that reached {horizon} steps: "
+            f"{rho_text(spearman([mean_at(r, rung) for r in reached], [mean_at(r, horizon) for r in reached]))}."
+            for rung in rungs[:-1]]
+
+
+def mean_at(by_rung: dict[int, dict[int, float]], rung: int) -> float:
+    return statistics.fmean(by_rung[rung].values())
+
+
+def rho_text(rho: float) -> str:
+    return "n/a (fewer than 3 configurations, or tied scores)" if math.isnan(rho) else f"{rho:+.2f}"
 
 
 def race_section(view: StageView, state: RaceState) -> list[str]:
@@ -126,7 +150,7 @@ def fidelity(view: StageView, state: RaceState, per_config: dict[str, dict[int, 
     race_means = {c: statistics.fmean(scores.values()) for c, scores in view.race_scores().items() if scores}
     result = []
     for rung in s.rungs[:-1]:
-        points = tuple((c, statistics.fmean(per_config[c][rung].values()), m) for c, m in race_means.items()
+        points = tuple((c, mean_at(per_config[c], rung), m) for c, m in race_means.items()
                        if rung in per_config.get(c, {}))
         result.append(Fidelity(rung, spearman([p[1] for p in points], [p[2] for p in points]), points))
     return result
@@ -165,9 +189,8 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
         lines += ["", *race_section(view, state)]
         checks = fidelity(view, state, per_config)
         for check in checks:
-            rho = "n/a (fewer than 3 configurations, or tied scores)" if math.isnan(check.rho) else f"{check.rho:+.2f}"
             lines.append(f"Fidelity: Spearman's rho between the rung-{check.rung} means and the full-horizon race "
-                         f"means over {len(check.points)} raced configurations: {rho}.")
+                         f"means over {len(check.points)} raced configurations: {rho_text(check.rho)}.")
         finalists = view.finalists(state) if state.finished else []
         if finalists:
             s = view.settings
