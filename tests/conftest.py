@@ -3,10 +3,6 @@ sweep_helpers, the suite's one PostgreSQL server and its one set of sweep launch
 imported by a test module would be set up again for that module)."""
 
 import os
-
-if os.environ.get("PYTEST_XDIST_WORKER"):  # pyproject's `-n 2`: one thread per worker (subprocesses inherit it),
-    os.environ["OMP_NUM_THREADS"] = "1"  # so that two workers on two cores do not fight over four threads
-
 import shutil
 from pathlib import Path
 
@@ -18,8 +14,9 @@ from rookworld.model.gpt2 import GPT
 from rookworld.model.hub import create_tiny, load_pretrained
 from rookworld.model.tokenizer import ChessTokenizer
 
-if os.environ.get("PYTEST_XDIST_WORKER"):
-    torch.set_num_threads(1)  # in case torch was imported before the environment was set
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pyproject's `-n 2`: one thread per worker, so that two workers on
+    torch.set_num_threads(1)               # two cores do not fight over four threads; its subprocesses too
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 
 @pytest.fixture(scope="session")
