@@ -149,7 +149,7 @@ def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
     import optuna
 
     from rookworld.sweep.study import OBJECTIVE_SE_ATTR, OUTCOME_ATTR
-    from rookworld.sweep.stages import SCORES_ATTR
+    from rookworld.sweep.stages import CONFIG_ATTR, SCORES_ATTR
     from rookworld.sweep.summary import summarise_study, summary_markdown
 
     def best_line(attrs: dict) -> str:
@@ -164,6 +164,9 @@ def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
                                                     "evaluation noise only, not the seed spread) (no params).")
     staged = best_line({SCORES_ATTR: [[1, 0, 0.4], [1, 1, 0.6], [2, 0, 0.45], [2, 1, 0.55]]})
     assert staged == "Best: trial 0, objective 0.5 (95% CI -0.1353..1.135, 2 seeds at step 2) (no params)."
+    promoted = best_line({SCORES_ATTR: [[1, 0, 0.4], [1, 1, 0.6]], CONFIG_ATTR: "74"})  # a later rung's own trial
+    assert promoted.startswith("Best: trial 0 (a search rung of trial 74; the stage report below compares "
+                               "configurations), objective 0.5 (")
     assert best_line({}) == ("Best: trial 0, objective 0.5 (no interval recorded: one value, not evidence that it is "
                              "best) (no params).")
 

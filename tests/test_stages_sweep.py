@@ -88,7 +88,8 @@ def test_the_resumed_sweep_runs_every_stage_and_prints_the_report_and_verdict(st
     assert all(t.state in (TrialState.COMPLETE, TrialState.PRUNED) for t, _ in items(staged.study))
     verdict = staged.study.user_attrs[VERDICT_ATTR]
     assert verdict.startswith("verdict: ") and verdict in staged.output
-    for heading in ("### Search", "### Race", "Fidelity: Spearman's rho", "### Confirmation", "GPU-seconds"):
+    for heading in ("### Search", "### Race", "Fidelity: Spearman's rho", "### Confirmation",
+                    "minus the baseline, paired over", "GPU-seconds"):
         assert heading in staged.output
     assert "Best: trial" not in staged.output or "95% CI" in staged.output
 

@@ -25,6 +25,7 @@ from scipy import stats
 from rookworld.sweep.racing import RaceState
 from rookworld.sweep.stage_settings import StageSettings
 from rookworld.sweep.stages import BASELINE, CONFIRM, SECONDS_ATTR, STAGE_ATTR, VERDICT_ATTR, StageView, segment_scores
+from rookworld.sweep.verdict import Verdict
 
 CONFIDENCE = 0.95
 
@@ -200,12 +201,23 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
                 scores = view.run_scores(CONFIRM, config)
                 if scores:
                     lines.append(f"| {name(config)} | {Estimate.of(scores).text()} |")
+            confirmed = view.verdict(finalists)
+            if confirmed is not None:
+                lines += ["", *paired_lines(confirmed, s.confirm.test)]
     lines += ["", verdict or "verdict: not reached yet (the same command goes on)"]
     if differences is not None and compared is not None:
         lines += ["", f"{name(compared)} against the baseline, the keys that differ:"]
         lines += [f"- `{key}`: {old!r} (baseline) -> {new!r}" for key, (old, new) in differences.items()] or ["- none"]
     lines += ["", *seconds_section(view, per_gpu)]
     return "\n".join(lines), checks
+
+
+def paired_lines(verdict: Verdict, test: str) -> list[str]:
+    """Each finalist against the baseline on the fresh seeds, to four decimals (the verdict line rounds to three)."""
+    return [f"{name(str(f.trial))} minus the baseline, paired over {f.comparison.seeds} fresh seeds: "
+            f"{f.comparison.mean_difference:+.4f} (95% CI {f.comparison.low:+.4f}..{f.comparison.high:+.4f}), "
+            f"one-sided {test} p = {f.comparison.p_value:.3f} (Holm-adjusted {f.adjusted_p:.3f})"
+            for f in verdict.finalists]
 
 
 def compared_config(view: StageView) -> str | None:

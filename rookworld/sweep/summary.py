@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
-from rookworld.sweep.stages import CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
+from rookworld.sweep.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
 
@@ -64,6 +64,7 @@ class TrialRow:
     interval: tuple[float, float] | None = None  # 95% interval of the objective (None: none recorded)
     interval_basis: str = ""  # what the interval covers: its seeds, or one seed's evaluation noise only
     stage: str | None = None  # a staged sweep's: search, race or confirm (a run: one seed of a configuration)
+    config: str | None = None  # a staged sweep's configuration: the search trial that sampled it, or "baseline"
 
 
 @dataclass(frozen=True)
@@ -252,6 +253,7 @@ def study_row(trial: FrozenTrial, outcome: str) -> TrialRow:
         state=trial.state.name,
         last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
         stage=trial.user_attrs.get(STAGE_ATTR),
+        config=trial.user_attrs.get(CONFIG_ATTR),
         **(interval if objective is not None else {}),
     )
 
@@ -318,8 +320,16 @@ def _best_line(summary: SweepSummary) -> str:
     if best is None:
         return "Best: none (no trial finished successfully)."
     chosen = ", ".join(f"{k}={format_value(v)}" for k, v in best.params.items())
-    return (f"Best: trial {best.trial}, objective {format_objective(best.objective)} ({interval_text(best)}) "
-            f"({chosen or 'no params'}).")
+    return (f"Best: trial {best.trial}{_configuration(best)}, objective {format_objective(best.objective)} "
+            f"({interval_text(best)}) ({chosen or 'no params'}).")
+
+
+def _configuration(best: TrialRow) -> str:
+    """A staged search trial's configuration, as the stage report names it (a promoted rung is its own trial)."""
+    if best.config is None or best.config == str(best.trial):
+        return ""
+    whose = "the baseline" if best.config == BASELINE else f"trial {best.config}"
+    return f" (a search rung of {whose}; the stage report below compares configurations)"
 
 
 def _columns(summary: SweepSummary) -> list[tuple[str, Any]]:
