@@ -14,8 +14,8 @@ from rookworld.model.gpt2 import GPT
 from rookworld.model.hub import create_tiny, load_pretrained
 from rookworld.model.tokenizer import ChessTokenizer
 
-if os.environ.get("PYTEST_XDIST_WORKER"):  # pyproject's `-n 2`: one thread per worker, so that two workers on
-    torch.set_num_threads(1)               # two cores do not fight over four threads; its subprocesses too
+if os.environ.get("PYTEST_XDIST_WORKER"):  # pyproject's `-n 3`: one thread per worker, so that the workers on
+    torch.set_num_threads(1)               # two cores do not fight over more threads still; its subprocesses too
     os.environ["OMP_NUM_THREADS"] = "1"
 
 
@@ -43,6 +43,6 @@ def tiny_model(tiny_model_dir: Path) -> tuple[GPT, ChessTokenizer]:
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The slow tests first (a stable sort), so that pyproject's two workers are both busy until the end
+    """The slow tests first (a stable sort), so that pyproject's workers are all busy until the end
     instead of one finishing the longest tests alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
