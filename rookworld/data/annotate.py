@@ -6,7 +6,10 @@ Position sources (exactly one):
   --pgn FILE        positions sampled from the games of a PGN file (history = the game's moves)
   --selfplay N      N positions from seeded Stockfish self-play with randomised move choice
                     (random opening plies, softmax over MultiPV evals, epsilon-random moves) and
-                    random few-piece endgame starts
+                    random few-piece endgame starts; with --shards DIR at scale: --workers engine
+                    processes, every analysed position kept (the label's search picks the move),
+                    whole games split into train / rl / validation / test, resumable after a kill
+                    (rookworld/data/shards.py)
   --relabel FILE    the positions of an annotated JSONL file, re-analysed: fen, history, phase
                     and source are kept, candidates and the engine fields recomputed (--workers
                     engine processes; the row order is kept)
@@ -39,25 +42,12 @@ import chess.pgn
 
 from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
                                        with_seventyfive_clock)
+from rookworld.data.phase import OPENING_MAX_FULLMOVE, game_phase
 from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, read_jsonl, write_jsonl
+from rookworld.data.selfplay import GameSettings
+from rookworld.data.shards import run_shards, throughput_line
 from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
 from rookworld.tasks.arbiter import MAX_HISTORY
-
-ENDGAME_MAX_PIECES = 6  # non-pawn, non-king pieces of both sides (Lichess "divider" rule)
-OPENING_MAX_FULLMOVE = 10
-
-
-def game_phase(board: chess.Board) -> str:
-    pieces = sum(
-        len(board.pieces(piece_type, color))
-        for piece_type in (chess.KNIGHT, chess.BISHOP, chess.ROOK, chess.QUEEN)
-        for color in chess.COLORS
-    )
-    if pieces <= ENDGAME_MAX_PIECES:
-        return "endgame"
-    if board.fullmove_number <= OPENING_MAX_FULLMOVE:
-        return "opening"
-    return "middlegame"
 
 
 @dataclass
@@ -350,7 +340,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--selfplay", type=int, metavar="N", help="number of self-play positions")
     source.add_argument("--arbiter", type=int, metavar="N", help="number of A: held-out rows")
     source.add_argument("--relabel", metavar="FILE", help="annotated JSONL whose positions to re-analyse")
-    parser.add_argument("--output", required=True, help="JSONL output (.gz compresses)")
+    parser.add_argument("--output", help="JSONL output (.gz compresses); not with --shards")
+    parser.add_argument("--shards", metavar="DIR", help="--selfplay at scale: resumable sharded run folder, "
+                        "--workers engine processes, the move choice reusing each label's search")
     parser.add_argument("--heldout", type=int, default=0, help="positions (whole games) held out")
     parser.add_argument("--heldout-output", help="JSONL output of the held-out games")
     parser.add_argument("--positions", nargs="*", default=[], help="--arbiter: annotated JSONL inputs")
@@ -359,7 +351,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--engine-path", default=engine["path"], help="default: conf/engine/stockfish.yaml")
     parser.add_argument("--depth", type=int, help="annotation depth (default: the limit in the engine yaml)")
     parser.add_argument("--nodes", type=int, help="annotation nodes per position (default: the engine yaml)")
-    parser.add_argument("--workers", type=int, default=1, help="--relabel: engine processes, one thread each")
+    parser.add_argument("--workers", type=int, default=1, help="--relabel / --shards: engine processes, one thread each")
     parser.add_argument("--play-depth", type=int, default=6, help="self-play move-choice depth")
     parser.add_argument("--threads", type=int, default=engine["threads"])
     parser.add_argument("--hash-mb", type=int, default=engine["hash_mb"])
@@ -381,6 +373,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="pawns: lopsided-game threshold")
     parser.add_argument("--resign-plies", type=int, default=selfplay.resign_plies,
                         help="lopsided plies in a row that end a game")
+    games = GameSettings()
+    parser.add_argument("--games-per-shard", type=int, default=200, help="--shards: games per shard file")
+    parser.add_argument("--validation-fraction", type=float, default=games.validation_fraction,
+                        help="--shards: share of games held out for validation")
+    parser.add_argument("--test-fraction", type=float, default=games.test_fraction,
+                        help="--shards: share of games held out for the test")
+    parser.add_argument("--rl-fraction", type=float, default=games.rl_fraction,
+                        help="--shards: share of games in the RL split (never in supervised training)")
     return parser
 
 
@@ -393,6 +393,15 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
         parser.error(f"--workers {args.workers}: must be >= 1")
     if args.heldout and not args.heldout_output:
         parser.error("--heldout needs --heldout-output")
+    if (args.output is None) == (args.shards is None):
+        parser.error("give exactly one of --output / --shards")
+    if args.shards is not None and args.selfplay is None:
+        parser.error("--shards needs --selfplay N")
+    if args.games_per_shard < 1:
+        parser.error(f"--games-per-shard {args.games_per_shard}: must be >= 1")
+    fractions = (args.validation_fraction, args.test_fraction, args.rl_fraction)
+    if min(fractions) < 0 or sum(fractions) >= 1:
+        parser.error(f"--validation/--test/--rl-fraction {fractions}: each >= 0, together < 1")
     if args.arbiter is not None and args.arbiter < arbiter_min_rows():
         parser.error(f"--arbiter {args.arbiter}: the case quotas need at least {arbiter_min_rows()} rows")
     return args
@@ -401,6 +410,21 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
 def selfplay_config(args: argparse.Namespace) -> SelfPlayConfig:
     """The SelfPlayConfig of the CLI flags (one flag per field, dashes for underscores)."""
     return SelfPlayConfig(**{f.name: getattr(args, f.name) for f in fields(SelfPlayConfig)})
+
+
+def game_settings(args: argparse.Namespace) -> GameSettings:
+    """The GameSettings of the CLI flags (one flag per field)."""
+    return GameSettings(**{f.name: getattr(args, f.name) for f in fields(GameSettings)})
+
+
+def run_sharded_selfplay(args: argparse.Namespace) -> None:
+    """--selfplay N --shards DIR: N positions or a few more (whole shards), resumable after a kill."""
+    engine_kwargs = {**engine_knobs(args), **annotation_limit(args)}
+    done = run_shards(args.shards, args.selfplay, workers=args.workers, seed=args.seed,
+                      games_per_shard=args.games_per_shard, settings=game_settings(args),
+                      engine_kwargs=engine_kwargs, exclude=excluded_positions(args.exclude))
+    print(f"{args.shards}: {done['shards']} shards, by split {done.get('by_split', {})}", file=sys.stderr)
+    print(throughput_line(done, args.workers), file=sys.stderr)
 
 
 def excluded_positions(paths: list[str]) -> frozenset[str]:
@@ -489,6 +513,8 @@ def main(argv: list[str] | None = None) -> None:
             run_arbiter(args, rng)
         elif args.relabel is not None:
             run_relabel(args)
+        elif args.shards is not None:
+            run_sharded_selfplay(args)
         else:
             run_annotation(args, rng)
     except (ValueError, RuntimeError, FileNotFoundError, EngineNotFoundError) as exc:
