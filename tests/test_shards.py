@@ -56,6 +56,8 @@ def test_a_killed_run_resumes_to_the_files_of_an_unkilled_one(tmp_path: Path) ->
         assert games.setdefault(row["game"], row["split"]) == row["split"]
         assert row["split"] == split_of_game(3, row["game"], GameSettings(max_plies=40, validation_fraction=0.2, test_fraction=0.2, rl_fraction=0.2))
     assert len(set(games.values())) >= 3  # 7 games over four splits of 0.2-0.4
+    assert {split: part["positions"] for split, part in done["splits"].items() if part["positions"]} == Counter(
+        row["split"] for row in rows)
 
 
 def test_each_record_is_a_labelled_position_whose_move_choice_came_from_its_label(tmp_path: Path) -> None:

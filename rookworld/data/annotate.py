@@ -375,6 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="lopsided plies in a row that end a game")
     games = GameSettings()
     parser.add_argument("--games-per-shard", type=int, default=200, help="--shards: games per shard file")
+    parser.add_argument("--time-limit-s", type=float, help="--shards: stop after the shard complete at this many "
+                        "seconds (a time-limited job); the same command resumes")
     parser.add_argument("--validation-fraction", type=float, default=games.validation_fraction,
                         help="--shards: share of games held out for validation")
     parser.add_argument("--test-fraction", type=float, default=games.test_fraction,
@@ -422,8 +424,12 @@ def run_sharded_selfplay(args: argparse.Namespace) -> None:
     engine_kwargs = {**engine_knobs(args), **annotation_limit(args)}
     done = run_shards(args.shards, args.selfplay, workers=args.workers, seed=args.seed,
                       games_per_shard=args.games_per_shard, settings=game_settings(args),
-                      engine_kwargs=engine_kwargs, exclude=excluded_positions(args.exclude))
+                      engine_kwargs=engine_kwargs, exclude=excluded_positions(args.exclude),
+                      time_limit_s=args.time_limit_s)
     print(f"{args.shards}: {done['shards']} shards, by split {done.get('by_split', {})}", file=sys.stderr)
+    if done["positions"] < args.selfplay:
+        print(f"stopped by --time-limit-s {args.time_limit_s:g} at {done['positions']} of {args.selfplay} positions: "
+              "run the same command again to go on", file=sys.stderr)
     print(throughput_line(done, args.workers), file=sys.stderr)
 
 

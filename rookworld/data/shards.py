@@ -6,6 +6,8 @@ A run folder holds
     <split>/shard-NNNNN.jsonl.gz     the positions of games [N*G, (N+1)*G) (G = games per shard) in <split>
     done.json                        how many shards are complete, their positions, the throughput so far
     <split>.jsonl.gz                 a split's shards joined, written when the run reaches its target
+                                     (done.json's "splits" then counts them and confirms that no position
+                                     and no game is in two splits)
 
 Games are numbered and each is fixed by (seed, game) alone (rookworld/data/selfplay.py); the parent
 takes the games back in their order, drops positions seen before (in an earlier game, an --exclude
@@ -119,9 +121,12 @@ def _in_order(pool: ProcessPoolExecutor, games: Iterator[int], window: int) -> I
 
 
 def run_shards(folder: str | Path, target: int, *, workers: int, seed: int, games_per_shard: int,
-               settings: GameSettings, engine_kwargs: dict, exclude: Iterable[str] = ()) -> dict:
+               settings: GameSettings, engine_kwargs: dict, exclude: Iterable[str] = (),
+               time_limit_s: float | None = None) -> dict:
     """Play and label games until the shards hold >= `target` positions (resuming a killed run), join
-    each split's shards, and return done.json's figures."""
+    each split's shards, and return done.json's figures. With `time_limit_s`, stop after the shard that
+    is complete when the limit has passed (a later call resumes there); the splits are joined only at
+    the target."""
     folder = Path(folder)
     check_run_settings(folder, {"seed": seed, "games_per_shard": games_per_shard, "target": target,
                                 "engine": {k: v for k, v in engine_kwargs.items() if k not in ("path", "timeout",
@@ -130,14 +135,44 @@ def run_shards(folder: str | Path, target: int, *, workers: int, seed: int, game
     done = completed(folder)
     if done["positions"] < target:
         seen = seen_positions(folder, done["shards"], exclude)
-        done = _play_shards(folder, target, workers, seed, games_per_shard, settings, engine_kwargs, seen, done)
+        deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
+        done = _play_shards(folder, target, workers, seed, games_per_shard, settings, engine_kwargs, seen, done,
+                            deadline)
+    if done["positions"] < target:
+        return done
     for split in SPLITS_BY_GAME:
         _join(folder, split, done["shards"])
+    if "splits" not in done:
+        done["splits"] = check_splits(folder)
+        _write_json_atomically(folder / DONE_FILE, done)
     return done
 
 
+def check_splits(folder: Path) -> dict:
+    """Per split: positions, games and phases of the joined files; raises if a position or a game
+    appears twice (in one split or across splits)."""
+    position_split: dict[str, str] = {}
+    game_split: dict[int, str] = {}
+    report = {}
+    for split in SPLITS_BY_GAME:
+        phases: dict[str, int] = {}
+        games: set[int] = set()
+        for line_no, record in iter_jsonl(joined_path(folder, split)):
+            key = position_key(record["fen"])
+            if key in position_split:
+                raise ValueError(f"{joined_path(folder, split)}:{line_no}: position also in {position_split[key]}")
+            position_split[key] = split
+            if game_split.setdefault(record["game"], split) != split:
+                raise ValueError(f"{joined_path(folder, split)}:{line_no}: game {record['game']} also in "
+                                 f"{game_split[record['game']]}")
+            games.add(record["game"])
+            phases[record["phase"]] = phases.get(record["phase"], 0) + 1
+        report[split] = {"positions": sum(phases.values()), "games": len(games), "phases": phases}
+    return report
+
+
 def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_shard: int, settings: GameSettings,
-                 engine_kwargs: dict, seen: set[str], done: dict) -> dict:
+                 engine_kwargs: dict, seen: set[str], done: dict, deadline: float | None) -> dict:
     first_game = done["shards"] * games_per_shard
     started = time.perf_counter() - done["wall_seconds"]
     context = multiprocessing.get_context("spawn")  # a forked child would inherit engine threads
@@ -158,7 +193,7 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
             if (game + 1) % games_per_shard == 0:
                 done = _write_shard(folder, game // games_per_shard, rows, done, time.perf_counter() - started)
                 rows = {split: [] for split in SPLITS_BY_GAME}
-                if done["positions"] >= target:
+                if done["positions"] >= target or (deadline is not None and time.monotonic() > deadline):
                     pool.shutdown(wait=True, cancel_futures=True)
                     break
     bar.close()
