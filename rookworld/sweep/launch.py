@@ -22,6 +22,7 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import CategoricalDistribution
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
@@ -345,15 +346,8 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
                         validate: str | None) -> DictConfig:
     """Compose the trial config for each probe of the search space and `validate` it (rookworld.config.validate:
     the typed specs check every value's type and rule)."""
-    loader = context.config_loader
-    probes = []
-    for params in space.probes():
-        overrides = [*space.overrides(params), "trial.number=0"]
-        try:
-            probes.append(loader.load_sweep_config(config, overrides))
-        except Exception as error:  # Hydra's composition errors: a key that does not exist, a bad value
-            swept = " ".join(f"{k}={v}" for k, v in params.items())
-            raise ConfigError(f"{' '.join(space.fixed)} {swept}: {one_line(error)}".strip()) from error
+    probes = [compose_trial(config, context, space, params) for params in space.probes()]
+    check_swept_dimensions(config, context, space, probes)
     if validate:
         check = get_method(validate)
         for probe in probes:
@@ -364,6 +358,43 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
             except Exception as error:  # a check that tripped over a value it did not expect
                 raise ConfigError(f"trial config: {one_line(error)} (from {validate})") from error
     return probes[0]
+
+
+def compose_trial(config: DictConfig, context: HydraContext, space: SearchSpace, params: dict[str, Any]) -> DictConfig:
+    """The trial config of one param set (Hydra's composition errors as one line)."""
+    try:
+        return context.config_loader.load_sweep_config(config, [*space.overrides(params), "trial.number=0"])
+    except Exception as error:  # Hydra's composition errors: a key that does not exist, a bad value
+        swept = " ".join(f"{k}={v}" for k, v in params.items())
+        raise ConfigError(f"{' '.join(space.fixed)} {swept}: {one_line(error)}".strip()) from error
+
+
+def check_swept_dimensions(config: DictConfig, context: HydraContext, space: SearchSpace,
+                           probes: list[DictConfig]) -> None:
+    """No silent dimension: every swept key's value reaches the trial config, and the choices of a swept
+    config group compose different trial configs (keys a preset lays over a group win over its choice)."""
+    preset = f"sweeps={OmegaConf.select(config, 'hydra.runtime.choices.sweeps', default=None)}"
+    for probe, params in zip(probes, space.probes()):
+        groups = probe.hydra.runtime.choices
+        for key, value in params.items():
+            reached = groups.get(key) if key in groups else OmegaConf.select(probe, key, default="<absent>")
+            require(reached == value, f"{preset}: hydra.sweeper.params.{key}", value,
+                    f"the swept value does not reach the trial config (it composes {key}={reached})")
+    for key, distribution in space.distributions.items():
+        if key not in probes[0].hydra.runtime.choices or not isinstance(distribution, CategoricalDistribution):
+            continue
+        composed: dict[str, Any] = {}
+        for choice in distribution.choices:
+            trial = compose_trial(config, context, space, {**space.probes()[0], key: choice})
+            plain = OmegaConf.to_container(trial, resolve=False)
+            assert isinstance(plain, dict)
+            plain.pop("hydra", None)
+            same = [other for other, seen in composed.items() if seen == plain]
+            if same:
+                raise ConfigError(f"{preset}: hydra.sweeper.params.{key}=choice({', '.join(map(str, distribution.choices))}): "
+                                  f"choices {same[0]} and {choice} compose the same trial config (keys laid over the "
+                                  f"group win over its choice: set its default with `override /{key}: ...` in the defaults)")
+            composed[str(choice)] = plain
 
 
 def first_missing(path: Path) -> Path | None:
