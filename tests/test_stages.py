@@ -392,3 +392,73 @@ def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_t
     assert result.failure is None and result.outcome == "kl_failure"
     assert result.objective == -1.0 and result.scores == [[2, 0, -1.0], [4, 0, -1.0]]
     assert not (tmp_path / "stages" / "config_7").exists()  # removed once the trial ended
+
+
+def halving_run(tmp_path: Path, kill: bool) -> list[tuple[str, int, bool]]:
+    """A staged search's halving (eta 2, rungs 1 / 2 / 4) on a real journal study, as the workers drive it: each
+    configuration reports its rung means in turn; configuration b is promoted at rung 1, then (with `kill`) its
+    worker dies before rung 2; c, d and e report higher rung-1 means meanwhile, the kill is found (the study's stale
+    trials, re-queued) and b's retry reports its rung-1 mean again (its segment records), then rung 2. The
+    decisions: (configuration, rung, goes on)."""
+    import optuna
+
+    from rookworld.sweep.clock import StorageClock
+    from rookworld.sweep.stages import Item, halving_report
+    from rookworld.sweep.storage_url import default_timeouts
+    from rookworld.sweep.study import open_storage, resolve_stale_trials
+
+    url = f"journal:{tmp_path / 'halving.journal'}"
+    storage = open_storage(url, str(tmp_path), default_timeouts())
+    study = optuna.create_study(storage=storage, study_name="halving", direction="maximize")
+    means = {"a": (0.50, 0.50), "b": (0.60, 0.60), "c": (0.70, 0.40), "d": (0.80, 0.45), "e": (0.90, 0.55)}
+    decisions: list[tuple[str, int, bool]] = []
+
+    def start(config: str) -> optuna.trial.Trial:
+        study.enqueue_trial({}, user_attrs=Item("search", config, (), (0, 1)).attrs())
+        return study.ask()
+
+    def run(trial: optuna.trial.Trial, rungs: tuple[int, ...]) -> None:
+        config = Item.of(trial).config
+        report = halving_report(trial, eta=2)
+        for rung in rungs:
+            goes_on = not report(rung, means[config][(1, 2).index(rung)])
+            decisions.append((config, rung, goes_on))
+            if not goes_on:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                return
+        study.tell(trial, 0.5)  # its rung-4 mean: no decision there
+
+    run(start("a"), (1, 2))
+    b = start("b")
+    run_b = halving_report(b, eta=2)
+    decisions.append(("b", 1, not run_b(1, means["b"][0])))
+    for config in "cde":
+        run(start(config), (1, 2))
+    if kill:
+        stale = resolve_stale_trials(study, storage, grace_s=-1, retries=1, clock=StorageClock(url, str(tmp_path)))
+        assert [s.number for s in stale] == [b.number]
+        b = study.ask()  # the retry
+        decisions.append(("b", 1, not halving_report(b, eta=2)(1, means["b"][0])))
+    run(b, (2,))
+    return decisions
+
+
+def test_a_kill_between_a_promotion_and_the_next_rung_changes_no_halving_decision(tmp_path: Path) -> None:
+    """Successive halving survives kills: a retry carries the rungs its configuration was already judged at and is
+    not judged again (b stays promoted although c, d and e outscored it meanwhile), and the killed trial's values
+    leave the pool (one value per configuration: b's rung-1 mean counts once)."""
+    from rookworld.sweep.stages import halving_pool
+
+    unkilled = halving_run(tmp_path / "unkilled", kill=False)
+    killed = halving_run(tmp_path / "killed", kill=True)
+    assert ("b", 1, True) in unkilled and ("b", 2, True) in unkilled
+    assert sorted(set(killed)) == sorted(unkilled)
+    assert killed.count(("b", 1, True)) == 2  # the original's decision, and its retry's (carried, not judged again)
+    import optuna
+
+    from rookworld.sweep.storage_url import default_timeouts
+    from rookworld.sweep.study import open_storage
+
+    storage = open_storage(f"journal:{tmp_path / 'killed' / 'halving.journal'}", str(tmp_path), default_timeouts())
+    study = optuna.load_study(study_name="halving", storage=storage)
+    assert halving_pool(study.get_trials(), 1) == {"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8, "e": 0.9}

@@ -21,7 +21,7 @@ sampler learns from the sampled search trials only.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +40,7 @@ SEEDS_ATTR = WORK + "seeds"
 SCORES_ATTR = "rookworld:scores"  # [[rung, seed, score], ...]: each finished segment of the trial
 SECONDS_ATTR = "rookworld:seconds"  # wall seconds of the trial's runs (its GPU slot's time)
 VERDICT_ATTR = "rookworld:verdict"  # study user attr: the verdict line, once the confirmation is in
+RUNGS_ATTR = WORK + "rungs"  # {rung: [mean score, promoted]}: the halving's decisions on the trial (a retry carries them)
 BASELINE = "baseline"
 SEARCH, RACE, CONFIRM = "search", "race", "confirm"
 SUCCESS = "success"
@@ -163,6 +164,47 @@ class StageView:
             return None
         c = self.settings.confirm
         return confirm({int(f): scores[f] for f in finalists}, scores[BASELINE], alpha=c.alpha, test=c.test)
+
+
+def halving_pool(trials: Sequence[FrozenTrial], rung: int) -> dict[str, float]:
+    """config -> its mean at `rung` as decided: one value per configuration, whichever of its trials (a killed
+    one or its retry, which carries the decision) recorded it."""
+    pool = {}
+    for trial in trials:
+        item = Item.of(trial)
+        decided = trial.user_attrs.get(RUNGS_ATTR, {}).get(str(rung))
+        if item is not None and item.stage == SEARCH and decided is not None:
+            pool[item.config] = float(decided[0])
+    return pool
+
+
+def promoted(score: float, others: Sequence[float], eta: int) -> bool:
+    """Asynchronous successive halving (Optuna's SuccessiveHalvingPruner's rule): in the top 1/eta of the rung's
+    values so far, itself among them (the first eta - 1 values go on if they are the best so far)."""
+    values = sorted([*others, score], reverse=True)
+    return score >= values[max(len(values) // eta, 1) - 1]
+
+
+def halving_report(trial: Any, eta: int) -> Callable[[int, float], bool]:
+    """A search trial's rung report (rookworld/sweep/rungs.py): True when the halving stops it at this rung.
+
+    A rung is decided once: the decision and the value go to the trial in one write (RUNGS_ATTR), which a retry
+    of a killed trial carries, so the retry goes on (or stops) where the original was told to, whatever the other
+    configurations reported meanwhile; the pool holds one value per configuration, so a killed trial and its
+    retry count once. `trial`: the live Optuna trial."""
+    def report(rung: int, score: float) -> bool:
+        trial.report(score, rung)
+        decided = dict(trial.user_attrs.get(RUNGS_ATTR, {}))
+        if str(rung) not in decided:
+            item = Item.of(trial)
+            assert item is not None
+            pool = halving_pool(trial.study.get_trials(deepcopy=False), rung)
+            pool.pop(item.config, None)
+            decided[str(rung)] = [score, promoted(score, list(pool.values()), eta)]
+            trial.set_user_attr(RUNGS_ATTR, decided)
+        return not decided[str(rung)][1]
+
+    return report
 
 
 def no_finalist_line(state: RaceState) -> str:
