@@ -40,9 +40,11 @@ class ItemResult:
     outcome: str = SUCCESS
     failure: str | None = None
     scores: list[list[float]] = field(default_factory=list)  # [rung, seed, score] per finished segment
+    problems: dict[str, list[float]] = field(default_factory=dict)  # seed -> per-problem scores at the full horizon
     seconds: float = 0.0
 
 
+PROBLEM_DECIMALS = 4  # per-problem scores as stored on the trial (a run's mean moves by < 1e-5)
 RunJob = Callable[[list[str], str], JobReturn]  # (overrides, subdir) -> the job's return
 Report = Callable[[int, float], bool]  # (rung, mean score) -> True: stop here (pruned)
 Record = Callable[[ItemResult], None]  # progress so far, stored on the trial
@@ -118,6 +120,8 @@ class ItemRun:
                 shutil.rmtree(folder / f"step_{start:06d}", ignore_errors=True)  # the next rung's checkpoint is saved
         result.seconds += done["seconds"]
         result.scores.append([rung, seed, done["score"]])
+        if rung == self.rungs()[-1] and done.get("problems"):
+            result.problems[str(seed)] = done["problems"]
         if done["outcome"] != SUCCESS:  # a diverged seed scores the penalty at every later rung too
             assert self.settings.rungs is not None
             result.scores += [[r, seed, self.penalty] for r in self.settings.rungs if r > rung]
@@ -136,7 +140,9 @@ class ItemRun:
         if job.status != JobStatus.COMPLETED:
             return {"failure": self.job_error(job)}
         returned = job.return_value
-        return {"score": float(returned.objective), "outcome": str(returned.outcome), "seconds": seconds}
+        problems = [round(float(p), PROBLEM_DECIMALS) for p in returned.problem_scores or []]
+        return {"score": float(returned.objective), "outcome": str(returned.outcome), "seconds": seconds,
+                "problems": problems}
 
     def remove_checkpoints(self) -> None:
         for seed in self.item.seeds:

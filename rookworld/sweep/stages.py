@@ -38,6 +38,7 @@ CONFIG_ATTR = WORK + "config"
 OVERRIDES_ATTR = WORK + "overrides"
 SEEDS_ATTR = WORK + "seeds"
 SCORES_ATTR = "rookworld:scores"  # [[rung, seed, score], ...]: each finished segment of the trial
+PROBLEMS_ATTR = "rookworld:problems"  # {seed: [score per evaluated problem]} at the full horizon (its draw's order)
 SECONDS_ATTR = "rookworld:seconds"  # wall seconds of the trial's runs (its GPU slot's time)
 VERDICT_ATTR = "rookworld:verdict"  # study user attr: the verdict line, once the confirmation is in
 RUNGS_ATTR = WORK + "rungs"  # {rung: [mean score, promoted]}: the halving's decisions on the trial (a retry carries them)

@@ -52,8 +52,8 @@ from rookworld.sweep.lock import storage_lock
 from rookworld.sweep.rungs import ItemResult, ItemRun
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
-from rookworld.sweep.stages import (SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView, due, halving_report,
-                                    is_search)
+from rookworld.sweep.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView,
+                                    due, halving_report, is_search)
 from rookworld.sweep.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
                                    resolve_stale_trials, trial_id)
 from rookworld.sweep.summary import OBJECTIVE_SE_METRIC
@@ -256,6 +256,8 @@ class Worker:
         def record(result: ItemResult) -> None:
             self.storage.set_trial_user_attr(bound, SCORES_ATTR, result.scores)
             self.storage.set_trial_user_attr(bound, SECONDS_ATTR, result.seconds)
+            if result.problems:
+                self.storage.set_trial_user_attr(bound, PROBLEMS_ATTR, result.problems)
 
         root = Path(absolute_path(stages.checkpoint_dir, self.spec.base_dir))
         result = ItemRun(item, stages, root, self.penalty, run_job, halving_report(trial, stages.eta), record,
