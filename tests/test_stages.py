@@ -213,7 +213,7 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
         return 0.005 * ((seed * 7 + 3 * len(config) + int(config.isdigit() and config)) % 5 - 2)
 
     def step() -> tuple[list[Item], str | None]:
-        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0))
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=3))
         for item in items:
             study.enqueue_trial({}, user_attrs=item.attrs())
         return items, verdict
@@ -247,7 +247,7 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     assert {i.split for i in items} == {"test"}
     run_waiting()
     items, verdict = step()
-    assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline by +0.1")
+    assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline: +0.1")
 
 
 def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmation_seeds_in_the_search_tail() -> None:
@@ -263,7 +263,7 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     study = optuna.create_study(direction="maximize")
 
     def step() -> list[tuple[str, str, tuple[int, ...]]]:
-        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=2, penalty=-1.0))
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=2))
         assert verdict is None
         for item in items:
             study.enqueue_trial({}, user_attrs=item.attrs())
@@ -296,7 +296,7 @@ def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_
     means = {"search": {BASELINE: 0.5, "1": 0.62, "2": 0.6}, "confirm": {BASELINE: 0.5, "1": 0.52, "2": 0.6}}
 
     def view() -> StageView:
-        return StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0)
+        return StageView.of(study.get_trials(), settings, n_trials=3)
 
     def enqueue_and_run(items: list[Item]) -> None:
         for item in items:
@@ -340,9 +340,9 @@ def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_confi
         trial.set_user_attr(SCORES_ATTR, scores)
         trial.set_user_attr(OUTCOME_ATTR, "success")
         study.tell(trial, last + 0.0005)
-    report, _ = stage_report(StageView.of(study.get_trials(), settings, n_trials=5, penalty=-1.0), None, 1, None, None)
+    report, _ = stage_report(StageView.of(study.get_trials(), settings, n_trials=5), None, 1, None, None)
     assert ("Fidelity on the search seeds: Spearman's rho between the rung-1 means and the 2-step means over the 4 "
-            "configurations that reached 2 steps: -1.00.") in report.splitlines()
+            "configurations that reached 2 steps: -1.00 (95% CI -1.00..-0.94, 4 configurations).") in report.splitlines()
     assert "### Race" not in report  # the search (5 configurations) is not done
 
 
@@ -462,3 +462,48 @@ def test_a_kill_between_a_promotion_and_the_next_rung_changes_no_halving_decisio
     storage = open_storage(f"journal:{tmp_path / 'killed' / 'halving.journal'}", str(tmp_path), default_timeouts())
     study = optuna.load_study(study_name="halving", storage=storage)
     assert halving_pool(study.get_trials(), 1) == {"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8, "e": 0.9}
+
+
+def test_a_race_run_that_raises_is_never_a_score_it_runs_again_and_twice_leaves_the_verdict_undecided() -> None:
+    """A crashed run (FAIL) is an infrastructure failure, not the divergence penalty: due() enqueues it again; a
+    baseline run that raised twice makes the verdict undecided, with a line that says so (a -1 for the baseline
+    would have manufactured a winner); the report lists the crashes on their own line."""
+    import optuna
+
+    from rookworld.sweep.stage_report import stage_report
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView, due
+    from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR
+
+    settings = StageSettings.parse(stages_with("race", {**STAGES["race"], "min_seeds": 3})).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+
+    def view() -> StageView:
+        return StageView.of(study.get_trials(), settings, n_trials=2)
+
+    def run(item: Item, score: float | None) -> None:
+        study.enqueue_trial({}, user_attrs=item.attrs())
+        trial = study.ask()
+        if score is None:
+            trial.set_user_attr(FAIL_REASON_ATTR, "CUDA error: an illegal memory access was encountered")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return
+        trial.set_user_attr(SCORES_ATTR, [[r, s, score] for r in (1, 2) for s in item.seeds])
+        trial.set_user_attr(OUTCOME_ATTR, "success")
+        study.tell(trial, score)
+
+    run(Item("search", BASELINE, (), (0, 1)), 0.50)
+    run(Item("search", "1", ("optimizer.lr=1e-4",), (0, 1)), 0.49)
+    race = Item("race", BASELINE, (), (2,))
+    assert race in due(view())[0]
+    run(race, None)  # the baseline's race run raised
+    assert view().run_scores("race", BASELINE) == {}  # not scored
+    assert race in due(view())[0]  # runs again
+    run(race, None)
+    items, verdict = due(view())
+    assert items == [] and verdict == ("verdict: undecided: a race run of the baseline raised 2 times (infrastructure, "
+                                       "not a score: the report's failures line; fix it and run the same command)")
+    report, _ = stage_report(view(), verdict, 1, None, None)
+    assert report.split("\n")[2] == verdict
+    assert "Infrastructure failures: 0 runs cut by the end of their machine (re-queued), 2 runs that raised: trial 2 " \
+           "(race, baseline, seeds [2]): CUDA error" in report

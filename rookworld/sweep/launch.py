@@ -240,14 +240,14 @@ class Launch:
             if claimed:
                 study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
         if running or left:
+            self.print_stage_report(study)  # a staged sweep's report leads with its verdict
             print(summary_markdown(summarise_study(study)), flush=True)
-            self.print_stage_report(study)
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
         if not claimed:  # no tracking, or another launch summarised it
-            print(summary_markdown(summarise_study(study)), flush=True)
             self.print_stage_report(study)
+            print(summary_markdown(summarise_study(study)), flush=True)
             return
         self.summarise_onto_parent(study)
 
@@ -272,10 +272,10 @@ class Launch:
         if report is not None:
             log_stage_report(client, self.parent.run_id, *report)
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
-        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
-                                                                    study.study_name))), flush=True)
         if report is not None:
             print(report[0], flush=True)
+        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
+                                                                    study.study_name))), flush=True)
         log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rookworld.sweep.sample_size import signed_rank_critical_value
+from rookworld.sweep.paired import signed_rank_critical_value
 
 
 @dataclass(frozen=True)

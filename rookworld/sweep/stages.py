@@ -45,6 +45,7 @@ RUNGS_ATTR = WORK + "rungs"  # {rung: [mean score, promoted]}: the halving's dec
 BASELINE = "baseline"
 SEARCH, RACE, CONFIRM = "search", "race", "confirm"
 SUCCESS = "success"
+RUN_ATTEMPTS = 2  # a race or confirmation run that raised runs again once; raised twice, its configuration leaves the stage
 
 
 @dataclass(frozen=True)
@@ -100,11 +101,12 @@ class StageView:
     settings: StageSettings
     trials: tuple[FrozenTrial, ...]  # stale failures left out
     n_trials: int
-    penalty: float  # a failed run's score (objective.failure_penalty)
+    cut: tuple[FrozenTrial, ...] = ()  # the stale failures: runs cut by the end of their machine (re-queued)
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int, penalty: float) -> StageView:
-        return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials, penalty)
+    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int) -> StageView:
+        return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials,
+                   tuple(t for t in trials if is_stale_failure(t)))
 
     def items(self, stage: str) -> list[tuple[FrozenTrial, Item]]:
         pairs = [(t, Item.of(t)) for t in self.trials]
@@ -124,16 +126,27 @@ class StageView:
         return {item.config: item.overrides for _, item in self.items(SEARCH)}
 
     def run_scores(self, stage: str, config: str) -> dict[int, float]:
-        """seed -> full-horizon score of `config`'s one-seed runs of `stage` (a run that raised: the penalty)."""
+        """seed -> full-horizon score of `config`'s one-seed runs of `stage` that completed (a run that raised is
+        a failure, never a score: it runs again, RUN_ATTEMPTS in all)."""
         scores = {}
         for trial, item in self.items(stage):
-            if item.config != config:
-                continue
-            if trial.state == TrialState.COMPLETE:
+            if item.config == config and trial.state == TrialState.COMPLETE:
                 scores.update(segment_scores(trial, self.settings.horizon))
-            elif trial.state == TrialState.FAIL:
-                scores.update({seed: self.penalty for seed in item.seeds})
         return scores
+
+    def crashes(self) -> dict[tuple[str, str, tuple[int, ...]], list[FrozenTrial]]:
+        """Item key -> the race and confirmation runs of it that raised (stale ones aside: the study retries those)."""
+        crashed: dict[tuple[str, str, tuple[int, ...]], list[FrozenTrial]] = {}
+        for stage in (RACE, CONFIRM):
+            for trial, item in self.items(stage):
+                if trial.state == TrialState.FAIL:
+                    crashed.setdefault(item.key, []).append(trial)
+        return crashed
+
+    def failed(self, stage: str) -> list[str]:
+        """The configurations of `stage` with a run that raised RUN_ATTEMPTS times: out of that stage."""
+        return sorted({config for (s, config, _), runs in self.crashes().items() if s == stage
+                       and len(runs) >= RUN_ATTEMPTS})
 
     def ranked_search(self) -> list[tuple[FrozenTrial, Item]]:
         """The searched configurations (baseline aside) that ran to the full horizon and succeeded, best first."""
@@ -142,7 +155,10 @@ class StageView:
         return sorted(done, key=lambda pair: -float(pair[0].value))
 
     def race_configs(self) -> list[str]:
-        return [item.config for _, item in self.ranked_search()[:self.settings.race.top]] + [BASELINE]
+        """The `race.top` best searched configurations and the baseline, less those whose race runs failed."""
+        failed = self.failed(RACE)
+        return [c for c in [item.config for _, item in self.ranked_search()[:self.settings.race.top]] + [BASELINE]
+                if c not in failed]
 
     def race_scores(self) -> dict[str, dict[int, float]]:
         """config -> seed -> full-horizon score of each raced configuration: its search seeds, then its race runs."""
@@ -155,7 +171,9 @@ class StageView:
                     min_seeds=s.race.min_seeds, test=s.race.test)
 
     def finalists(self, state: RaceState) -> list[str]:
-        return [c for c in state.survivors if c != BASELINE][:self.settings.confirm.finalists]
+        """The race's best survivors, less those whose confirmation runs failed (the next survivor takes the place)."""
+        failed = self.failed(CONFIRM)
+        return [c for c in state.survivors if c != BASELINE and c not in failed][:self.settings.confirm.finalists]
 
     def verdict(self, finalists: list[str]) -> Verdict | None:
         """The confirmation's verdict once every finalist and the baseline have every fresh seed."""
@@ -208,6 +226,11 @@ def halving_report(trial: Any, eta: int) -> Callable[[int, float], bool]:
     return report
 
 
+def undecided_line(stage: str) -> str:
+    return (f"verdict: undecided: a {stage} run of the baseline raised {RUN_ATTEMPTS} times (infrastructure, not a "
+            f"score: the report's failures line; fix it and run the same command)")
+
+
 def no_finalist_line(state: RaceState) -> str:
     return (f"verdict: no configuration beats the baseline (the race dropped every configuration against it, "
             f"{state.rounds} seeds)")
@@ -216,7 +239,12 @@ def no_finalist_line(state: RaceState) -> str:
 def due(view: StageView) -> tuple[list[Item], str | None]:
     """(runs to enqueue that no trial holds yet, the verdict line once the confirmation is in)."""
     s = view.settings
-    held = {item.key for item in (Item.of(t) for t in view.trials) if item is not None}
+    crashed = view.crashes()
+    held = {item.key for t, item in ((t, Item.of(t)) for t in view.trials) if item is not None
+            and (t.state != TrialState.FAIL or item.key not in crashed or len(crashed[item.key]) >= RUN_ATTEMPTS)}
+    for stage in (RACE, CONFIRM):
+        if BASELINE in view.failed(stage):
+            return [], undecided_line(stage)
 
     def new(items: list[Item]) -> list[Item]:
         return [item for item in items if item.key not in held]

@@ -212,7 +212,7 @@ class Worker:
         """Under the lock: enqueue the runs the stages need next, store the verdict once it is in; the trials."""
         stages = self.spec.settings.stages
         assert stages is not None
-        view = StageView.of(trials, stages, self.spec.settings.n_trials, self.penalty)
+        view = StageView.of(trials, stages, self.spec.settings.n_trials)
         items, verdict = due(view)
         for item in items:
             self.study.enqueue_trial({}, user_attrs=item.attrs())
