@@ -253,13 +253,14 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
     if baseline.key not in held:
         return [baseline], None
     if not view.search_done():
-        return (new(baseline_runs(s)) if s.baseline_ahead and view.search_started() else []), None
+        return (filler(view, new(baseline_runs(s))) if s.baseline_ahead and view.search_started() else []), None
     overrides = view.overrides()
     state = view.race_state()
     if not state.finished:
         ahead = s.race_seeds()[state.rounds + 1:state.rounds + 1 + s.race.ahead]
-        runs = [*state.pending, *((config, seed) for seed in ahead for config in state.survivors)]
-        return new([Item(RACE, config, overrides[config], (seed,)) for config, seed in runs]), None
+        needed = new([Item(RACE, config, overrides[config], (seed,)) for config, seed in state.pending])
+        later = new([Item(RACE, config, overrides[config], (seed,)) for seed in ahead for config in state.survivors])
+        return (needed or filler(view, later)), None
     finalists = view.finalists(state)
     if not finalists:
         return [], no_finalist_line(state)
@@ -269,6 +270,13 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
         return missing, None
     verdict = view.verdict(finalists)
     return [], verdict.line() if verdict is not None else None
+
+
+def filler(view: StageView, items: list[Item]) -> list[Item]:
+    """Runs that no stage needs yet (the baseline's ahead, later race rounds), one per idle worker's call and only
+    while nothing waits: a re-queued retry or a needed run starts before them."""
+    waiting = any(t.state == TrialState.WAITING for t in view.trials)
+    return [] if waiting else items[:1]
 
 
 def baseline_runs(s: StageSettings) -> list[Item]:
