@@ -131,6 +131,10 @@ def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
      "rookworld: error: trial.hooks=['optuna_pruning']: a staged sweep's jobs report nothing to Optuna themselves "
      "(the worker reports each rung's seed mean): use trial=stages"),
     (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': must be an integer >= 2"),
+    (["eval.draw=blocks", "eval.num_arbiter=500", "hydra.sweeper.stages.race.max_seeds=4",
+      "hydra.sweeper.stages.race.min_seeds=4"],
+     "rookworld: error: eval.num_arbiter=500: the validation part (1500) holds 3 blocks of it, "
+     "hydra.sweeper.stages.race.max_seeds = 4 seeds need one each (eval.draw=blocks)"),
 ])
 def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrides: list[str], line: str) -> None:
     import subprocess

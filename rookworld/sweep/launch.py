@@ -308,7 +308,26 @@ def check_stages(settings: SweepSettings, probe: DictConfig) -> SweepSettings:
     hooks = list(probe.trial.hooks)
     require(not hooks, "trial.hooks", hooks, "a staged sweep's jobs report nothing to Optuna themselves (the worker "
             "reports each rung's seed mean): use trial=stages")
+    check_position_blocks(settings.stages, probe)
     return dataclasses.replace(settings, stages=settings.stages.with_horizon(probe.steps))
+
+
+def check_position_blocks(stages: Any, probe: DictConfig) -> None:
+    """With eval.draw=blocks, each part holds a block for every seed scored on it (the race's on validation, the
+    confirmation's on test): a block seen by two seeds would share its position term between them."""
+    if probe.eval.draw != "blocks":
+        return
+    from rookworld.components import heldout_problems
+    from rookworld.config import load_run
+
+    spec = load_run(probe)
+    for split, seeds, stage in (("validation", stages.race.max_seeds, "race.max_seeds"),
+                                ("test", stages.confirm.seeds, "confirm.seeds")):
+        for task, problems in zip(("policy", "arbiter"), heldout_problems(split, spec.data)):
+            size = int(probe.eval[f"num_{task}"])
+            blocks = len(problems) // size if size else seeds
+            require(blocks >= seeds, f"eval.num_{task}", size, f"the {split} part ({len(problems)}) holds {blocks} "
+                    f"blocks of it, hydra.sweeper.stages.{stage} = {seeds} seeds need one each (eval.draw=blocks)")
 
 
 def config_differences(spec: WorkerSpec, baseline: Any, other: Any) -> dict[str, tuple]:
