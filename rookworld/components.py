@@ -24,7 +24,8 @@ from rookworld.trainer import Trainer
 def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     """The Trainer of `spec` (it resumes itself when spec.resume_from is set); `hooks`: its StepHooks."""
     device = resolve_device(spec.device)
-    heldout = eval_problems(spec.eval, *heldout_problems(spec.eval.split, spec.data), seed=spec.seed)  # errors before the model loads
+    parts = heldout_problems(spec.eval.split, spec.data)
+    heldout = eval_problems(spec.eval, *parts, seed=spec.seed)  # its errors before the model loads
     policy, tokenizer = load_policy(spec.model, device)
     return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, spec.kl, device),
                    reward_fn=spec.reward.build(), sampler=make_sampler(spec), heldout=heldout,

@@ -410,7 +410,8 @@ def check_swept_dimensions(config: DictConfig, context: HydraContext, space: Sea
             plain.pop("hydra", None)
             same = [other for other, seen in composed.items() if seen == plain]
             if same:
-                raise ConfigError(f"{preset}: hydra.sweeper.params.{key}=choice({', '.join(map(str, distribution.choices))}): "
+                choices = ", ".join(map(str, distribution.choices))
+                raise ConfigError(f"{preset}: hydra.sweeper.params.{key}=choice({choices}): "
                                   f"choices {same[0]} and {choice} compose the same trial config (keys laid over the "
                                   f"group win over its choice: set its default with `override /{key}: ...` in the defaults)")
             composed[str(choice)] = plain

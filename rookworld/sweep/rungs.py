@@ -2,9 +2,9 @@
 
 A search trial runs its configuration on each of its k seeds to the first rung, one seed after the
 other, reports the mean over the seeds at that step and asks successive halving (rookworld/sweep/stages.py:
-halving_report, `eta` the knob; a rung decided before a kill stays decided) whether it goes on; if it does, each seed resumes from its own
-checkpoint of that rung (`resume_from`, the same `steps`, so every schedule spans the full horizon) up
-to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
+halving_report, `eta` the knob; a rung decided before a kill stays decided) whether it goes on; if it
+does, each seed resumes from its own checkpoint of that rung (`resume_from`, the same `steps`, so every
+schedule spans the full horizon) up to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
 horizon, rung by rung too (a killed run goes on from its last rung), never stopped. The baseline is
 never stopped at a rung.
 

@@ -110,9 +110,10 @@ def search_fidelity(per_config: dict[str, dict[int, dict[int, float]]], rungs: t
     reached = [by_rung for by_rung in per_config.values() if horizon in by_rung]
     if not reached:
         return []
+    n = len(reached)
     return [f"Fidelity on the search seeds: Spearman's rho between the rung-{rung} means and the {horizon}-step "
             f"means over the {len(reached)} configurations that reached {horizon} steps: "
-            f"{rho_text(spearman([mean_at(r, rung) for r in reached], [mean_at(r, horizon) for r in reached]), len(reached))}."
+            f"{rho_text(spearman([mean_at(r, rung) for r in reached], [mean_at(r, horizon) for r in reached]), n)}."
             for rung in rungs[:-1]]
 
 
@@ -231,9 +232,9 @@ def failures_line(view: StageView) -> str:
     finished segments kept) and runs that raised (never a score: run again, then their configuration leaves)."""
     raised = [t for t in view.trials if t.state == TrialState.FAIL]
     parts = [f"{len(view.cut)} runs cut by the end of their machine (re-queued)", f"{len(raised)} runs that raised"]
-    details = [f"trial {t.number} ({t.user_attrs.get(STAGE_ATTR, 'search')}, {name(str(t.user_attrs.get(CONFIG_ATTR, t.number)))}, "
-               f"seeds {t.user_attrs.get(SEEDS_ATTR)}): {str(t.user_attrs.get(FAIL_REASON_ATTR, 'no reason recorded'))[:200]}"
-               for t in raised]
+    details = [f"trial {t.number} ({t.user_attrs.get(STAGE_ATTR, 'search')}, "
+               f"{name(str(t.user_attrs.get(CONFIG_ATTR, t.number)))}, seeds {t.user_attrs.get(SEEDS_ATTR)}): "
+               f"{str(t.user_attrs.get(FAIL_REASON_ATTR, 'no reason recorded'))[:200]}" for t in raised]
     return "Infrastructure failures: " + ", ".join(parts) + (": " + "; ".join(details) if details else "") + "."
 
 
