@@ -25,7 +25,9 @@ def test_the_verdict_lines_state_the_tests_own_bound_its_level_and_the_detectabl
     assert line.startswith("verdict: no configuration beats the baseline: best trial 74, -0.0005, lower bound -0.002 "
                            "(one-sided paired t-test, Holm alpha 0.01, p = 0.841, 10 fresh seeds); detectable with power 0.8: +0.002")
     few = {seed: 0.61 for seed in list(FRESH_SEEDS)[:6]}
-    assert "lower bound none (too few seeds for the level)" in confirm({3: few}, baseline, alpha=0.01, test="wilcoxon").line()
+    assert confirm({3: few}, baseline, alpha=0.01, test="wilcoxon").line().endswith(
+        "lower bound none (too few seeds for the level) (one-sided signed-rank test, Holm alpha 0.01, p = 0.016, 6 fresh "
+        "seeds); detectable with power 0.8: none (too few seeds for the level)")
 
 
 def test_holm_corrects_the_p_value_of_several_finalists():

@@ -83,8 +83,10 @@ def power_table(differences: Sequence[float], sds: Sequence[float], *, alpha: fl
 def detectable_difference(seeds: int, sd: float, *, alpha: float, power: float, test: str) -> float:
     """The smallest true difference the one-sided test at alpha finds with at least `power` on `seeds` paired
     seeds whose differences have standard deviation `sd` (inf when the seeds cannot reach alpha)."""
-    if seeds < fewest_seeds_to_decide(alpha, test) or sd <= 0:
-        return math.inf if sd > 0 else 0.0
+    if seeds < fewest_seeds_to_decide(alpha, test):
+        return math.inf
+    if sd <= 0:
+        return 0.0  # differences that never vary: any true difference shows on every seed
     low, high = 0.0, sd
     while paired_power(seeds, high, sd, alpha=alpha, test=test) < power:  # power rises with the difference
         low, high = high, high * 2
