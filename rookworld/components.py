@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 
 from rookworld.data.arbiter_stream import case_counts
@@ -23,7 +24,8 @@ from rookworld.trainer import Trainer
 def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     """The Trainer of `spec` (it resumes itself when spec.resume_from is set); `hooks`: its StepHooks."""
     device = resolve_device(spec.device)
-    heldout = eval_problems(spec.eval, *heldout_problems(spec.eval.split, spec.data))  # its errors before the model loads
+    parts = heldout_problems(spec.eval.split, spec.data)
+    heldout = eval_problems(spec.eval, *parts, seed=spec.seed)  # its errors before the model loads
     policy, tokenizer = load_policy(spec.model, device)
     return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, spec.kl, device),
                    reward_fn=spec.reward.build(), sampler=make_sampler(spec), heldout=heldout,
@@ -36,12 +38,32 @@ def heldout_problems(split: str, data: Data) -> tuple[list, list]:
     return load_policy_problems(split, source), load_arbiter_problems(split, source)
 
 
-def eval_problems(eval_spec: Eval, policy_heldout: list, arbiter_heldout: list) -> list:
+def eval_problems(eval_spec: Eval, policy_heldout: list, arbiter_heldout: list, *, seed: int) -> list:
     """The held-out problems evaluated (of the part eval.split names): the first eval.num_policy P: ones,
-    and the first eval.num_arbiter A: ones or, with eval.arbiter_cases, that many in those case shares."""
+    and the first eval.num_arbiter A: ones or, with eval.arbiter_cases, that many in those case shares; with
+    eval.draw=blocks, block `seed` (modulo the blocks the part holds) of each task's seeded shuffle."""
+    if eval_spec.draw == "blocks":
+        return (draw_block(policy_heldout, eval_spec.num_policy, seed, "policy")
+                + draw_block(arbiter_heldout, eval_spec.num_arbiter, seed, "arbiter"))
     if eval_spec.arbiter_cases is None:
         return policy_heldout[: eval_spec.num_policy] + arbiter_heldout[: eval_spec.num_arbiter]
     return policy_heldout[: eval_spec.num_policy] + _first_of_each_case(arbiter_heldout, eval_spec)
+
+
+DRAW_SHUFFLE_SEED = 0  # one shuffle of each part for every run: the blocks of two seeds never overlap
+
+
+def draw_block(problems: list, size: int, seed: int, task: str) -> list:
+    """Block `seed` of `size` problems of a seeded shuffle of `problems` (every run shuffles them alike, so the
+    blocks of seeds 0 .. blocks-1 are disjoint and a seed's block is the same for every configuration); seeds
+    beyond the blocks the part holds wrap round."""
+    if size == 0:
+        return []
+    blocks = len(problems) // size
+    require(blocks >= 1, f"eval.num_{task}", size, f"the held-out part holds {len(problems)}: no block of {size}")
+    order = np.random.default_rng([DRAW_SHUFFLE_SEED, len(problems)]).permutation(len(problems))
+    start = (seed % blocks) * size
+    return [problems[i] for i in order[start:start + size]]
 
 
 def _first_of_each_case(problems: list, eval_spec: Eval) -> list:

@@ -77,7 +77,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
                         collate_fn=lambda docs: collate(docs, tokenizer.pad_id),
                         persistent_workers=s.num_workers > 0, prefetch_factor=4 if s.num_workers else None)
     eval_batches = heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len)
-    evaluated = eval_problems(spec.eval, policy_heldout, arbiter_heldout)
+    evaluated = eval_problems(spec.eval, policy_heldout, arbiter_heldout, seed=spec.seed)
     optimizer = build_optimizer(model.parameters(), spec.optimizer)
     autocast = partial(autocast_for, device, spec.model.dtype)
     reward_fn = spec.reward.build()

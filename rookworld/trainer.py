@@ -57,6 +57,7 @@ class RunResult:
     steps: int
     objective: float
     final_eval: dict[str, float] | None = None
+    problem_scores: list[float] | None = None  # the final evaluation's per-problem scores, in problem order
 
 
 @dataclass
@@ -131,12 +132,12 @@ class Trainer:
     def _finish(self, outcome: str, reason: str) -> RunResult:
         if outcome == NAN_FAILURE and self.finite_weights.restore():
             reason = f"{reason}; the policy keeps its last finite weights"
-        final_eval = None
+        final_eval, problem_scores = None, None
         objective = float(self.cfg.objective.failure_penalty)
         if outcome == SUCCESS:
             reuse_eval = self.last_eval is not None and self.last_eval_step == self.step
             final = self.last_eval if reuse_eval else self.evaluate(self.step)
-            final_eval, objective = final.metrics, final.score
+            final_eval, objective, problem_scores = final.metrics, final.score, final.problem_scores
             self.tracker.log_dict(final_eval, "eval_final.json")
             if self.cfg.checkpoint.save_final or self.cfg.tracking.log_checkpoint:
                 directory = self.save_checkpoint()
@@ -151,7 +152,7 @@ class Trainer:
         print(f"outcome: {outcome} ({reason}); objective {objective:.4f}")
         if final_eval:
             print("final evaluation: " + ", ".join(f"{k}={v:.4f}" for k, v in final_eval.items()))
-        return RunResult(outcome, reason, self.step, objective, final_eval)
+        return RunResult(outcome, reason, self.step, objective, final_eval, problem_scores)
 
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:

@@ -146,7 +146,7 @@ def eval_spec(**knobs) -> Eval:
 
 def test_the_evaluation_takes_the_first_held_out_problems_of_each_case_in_its_shares() -> None:
     held = load_arbiter_problems("validation")
-    chosen = eval_problems(eval_spec(num_policy=0, num_arbiter=256, arbiter_cases=TRAINED_MIX), [], held)
+    chosen = eval_problems(eval_spec(num_policy=0, num_arbiter=256, arbiter_cases=TRAINED_MIX), [], held, seed=0)
     counts = {"normal": 77, "illegal": 102, "insufficient": 38, "checkmate": 13, "stalemate": 13, "castling": 13}
     assert case_counts(TRAINED_MIX, 256) == counts  # shares x 256 rounded down, 4 left to the largest remainders
     assert Counter(arbiter_case(p.truth) for p in chosen) == counts
@@ -155,7 +155,7 @@ def test_the_evaluation_takes_the_first_held_out_problems_of_each_case_in_its_sh
     for case, count in counts.items():
         assert [p for p in chosen if arbiter_case(p.truth) == case] == \
             [p for p in held if arbiter_case(p.truth) == case][:count]
-    assert eval_problems(eval_spec(num_policy=0, num_arbiter=5), [], held) == held[:5]  # null: file order
+    assert eval_problems(eval_spec(num_policy=0, num_arbiter=5), [], held, seed=0) == held[:5]  # null: file order
 
 
 def test_held_out_case_shares_are_checked() -> None:
@@ -163,7 +163,7 @@ def test_held_out_case_shares_are_checked() -> None:
         eval_spec(arbiter_cases={"normal": 0.5})
     with pytest.raises(ConfigError, match=r"^eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, "
                                           r"the held-out validation part has 300$"):
-        eval_problems(eval_spec(num_arbiter=1500, arbiter_cases=TRAINED_MIX), [], load_arbiter_problems("validation"))
+        eval_problems(eval_spec(num_arbiter=1500, arbiter_cases=TRAINED_MIX), [], load_arbiter_problems("validation"), seed=0)
 
 
 def test_arbiter_training_stream_has_the_configured_case_shares() -> None:
@@ -550,3 +550,24 @@ def test_pooled_cases_are_dealt_without_replacement() -> None:
         assert max(counts.values()) == math.ceil(sum(counts.values()) / len(stream.pools[pool])), pool
     again = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
     assert [again.transition(i) for i in reversed(range(draws))][::-1] == [stream.transition(i) for i in range(draws)]
+
+
+def test_a_blocks_draw_gives_each_seed_its_own_problems_and_every_configuration_of_a_seed_the_same() -> None:
+    """eval.draw=blocks: seed s evaluates block s of a seeded shuffle of each task's held-out part: disjoint blocks
+    for the seeds the part has room for, then round again; the same draw in every run of that seed."""
+    from rookworld.data.positions import load_policy_problems
+
+    policy, arbiter = load_policy_problems("test"), load_arbiter_problems("test")
+    spec = eval_spec(num_policy=150, num_arbiter=150, draw="blocks")
+    draws = [eval_problems(spec, policy, arbiter, seed=seed) for seed in range(10)]
+    assert all(len(d) == 300 for d in draws)
+    ids = [{id(p) for p in d} for d in draws]
+    assert all(len(i) == 300 for i in ids) and len(set().union(*ids)) == 3000  # ten disjoint blocks
+    assert eval_problems(spec, policy, arbiter, seed=3) == draws[3]  # another run of seed 3: the same problems
+    arbiter_only = eval_spec(num_policy=0, num_arbiter=150, draw="blocks")
+    assert eval_problems(arbiter_only, [], arbiter, seed=len(arbiter) // 150) == draws[0][150:]  # round again
+    assert draws[0][:150] != policy[:150]  # a shuffle, not file order
+    with pytest.raises(ConfigError, match=r"eval.num_policy=5000: the held-out part holds \d+: no block of 5000"):
+        eval_problems(eval_spec(num_policy=5000, draw="blocks"), policy, arbiter, seed=0)
+    with pytest.raises(ConfigError, match="eval.draw='blocks': blocks draws from the held-out mix"):
+        eval_spec(draw="blocks", arbiter_cases=TRAINED_MIX)

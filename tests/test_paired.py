@@ -1,4 +1,4 @@
-"""The paired statistics of sweep decisions: the one-sided tests, the bootstrap interval, Holm's
+"""The paired statistics of sweep decisions: the one-sided tests, their lower bounds, Holm's
 correction and the seeds a difference needs, checked against exact values and scipy's own tests."""
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rookworld.sweep.paired import (bootstrap_interval, compare, fewest_seeds_to_decide, holm, one_sided_p,
-                                    paired_differences)
-from rookworld.sweep.sample_size import paired_power, power_table, seeds_needed, signed_rank_critical_value
+from rookworld.sweep.paired import (compare, fewest_seeds_to_decide, holm, lower_bound, one_sided_p, paired_differences,
+                                    signed_rank_critical_value)
+from rookworld.sweep.sample_size import detectable_difference, paired_power, power_table, seeds_needed
 
 
 def test_holm_adjusts_known_p_values_in_their_input_order():
@@ -46,15 +46,25 @@ def test_wilcoxon_cannot_decide_on_fewer_seeds(alpha, fewest):
     assert fewest_seeds_to_decide(alpha, "t") == 2
 
 
-def test_bootstrap_interval_covers_the_true_mean_difference():
-    """Ten paired seeds from N(0.02, 0.01), 200 repeats: the 95% interval holds 0.02 in about 90%
-    (a bootstrap interval on ten values is a little narrow: docs/sweeps.md)."""
+@pytest.mark.parametrize("test", ["wilcoxon", "t"])
+def test_the_lower_bound_inverts_its_own_test_and_covers_the_truth(test):
+    """The one-sided bound at a level excludes 0 exactly when the test rejects at that level; on ten seeds from
+    N(0.01, 0.003) it lies below 0.01 in about 1 - level of 2,000 draws (the signed-rank bound is of the centre,
+    which is the mean for symmetric differences)."""
     rng = np.random.default_rng(0)
-    covered = [low <= 0.02 <= high for low, high in (bootstrap_interval(rng.normal(0.02, 0.01, 10))
-                                                      for _ in range(200))]
-    assert 0.85 <= np.mean(covered) <= 0.99
-    assert bootstrap_interval(np.full(4, 0.01)) == (0.01, 0.01)
-    assert bootstrap_interval(np.array([0.01, 0.02, 0.03])) == bootstrap_interval(np.array([0.01, 0.02, 0.03]))
+    draws = rng.normal(0.01, 0.003, size=(2000, 10))
+    below = np.mean([lower_bound(d, 0.05, test) <= 0.01 for d in draws])
+    assert 0.93 <= below <= 0.975
+    for differences in rng.normal(0.002, 0.003, size=(300, 10)):
+        assert (lower_bound(differences, 0.01, test) > 0) == (one_sided_p(differences, test) <= 0.01)
+    assert lower_bound(np.full(6, 0.01), 0.01, "wilcoxon") == -np.inf  # six seeds cannot reach p <= 0.01
+
+
+def test_the_difference_detectable_at_power_08_is_where_the_power_reaches_08():
+    for test in ("wilcoxon", "t"):
+        detectable = detectable_difference(10, 0.003, alpha=0.01, power=0.8, test=test)
+        assert paired_power(10, detectable, 0.003, alpha=0.01, test=test) >= 0.8
+        assert paired_power(10, detectable * 0.97, 0.003, alpha=0.01, test=test) < 0.8
 
 
 def test_paired_t_sample_size_matches_the_textbook():

@@ -131,6 +131,10 @@ def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
      "rookworld: error: trial.hooks=['optuna_pruning']: a staged sweep's jobs report nothing to Optuna themselves "
      "(the worker reports each rung's seed mean): use trial=stages"),
     (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': must be an integer >= 2"),
+    (["eval.draw=blocks", "eval.num_arbiter=500", "hydra.sweeper.stages.race.max_seeds=4",
+      "hydra.sweeper.stages.race.min_seeds=4"],
+     "rookworld: error: eval.num_arbiter=500: the validation part (1500) holds 3 blocks of it, "
+     "hydra.sweeper.stages.race.max_seeds = 4 seeds need one each (eval.draw=blocks)"),
 ])
 def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrides: list[str], line: str) -> None:
     import subprocess
@@ -195,7 +199,7 @@ def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid()
 
 def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice() -> None:
     """stages.due() on a real (in-memory) Optuna study: the baseline first; nothing before the search is done;
-    then the race's next round (and `ahead` rounds), the confirmation on fresh seeds, the verdict. Calling it
+    then the race's next round (`ahead` rounds only for idle workers, one run at a time), the confirmation on fresh seeds, the verdict. Calling it
     again on the same study enqueues nothing more (several workers, a resumed sweep)."""
     import optuna
 
@@ -213,7 +217,7 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
         return 0.005 * ((seed * 7 + 3 * len(config) + int(config.isdigit() and config)) % 5 - 2)
 
     def step() -> tuple[list[Item], str | None]:
-        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0))
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=3))
         for item in items:
             study.enqueue_trial({}, user_attrs=item.attrs())
         return items, verdict
@@ -236,9 +240,8 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
         item = Item("search", str(number), (f"optimizer.lr={number}e-4",), (0, 1))
         study.enqueue_trial({}, user_attrs=item.attrs())
     run_waiting()
-    items, _ = step()  # round 3 (seed 2) for all three, and one round ahead (seed 3)
-    assert sorted((i.config, i.seeds) for i in items) == sorted(
-        (c, (s,)) for c in ("1", "2", BASELINE) for s in (2, 3))
+    items, _ = step()  # round 3 (seed 2) for all three; a round ahead (seed 3) only once nothing waits
+    assert sorted((i.config, i.seeds) for i in items) == sorted((c, (2,)) for c in ("1", "2", BASELINE))
     assert {i.stage for i in items} == {"race"} and step() == ([], None)
     run_waiting()
     items, _ = step()  # at 3 seeds trial 1 is the incumbent, the others are dropped: confirm 1 and the baseline
@@ -247,13 +250,13 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     assert {i.split for i in items} == {"test"}
     run_waiting()
     items, verdict = step()
-    assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline by +0.1")
+    assert items == [] and verdict.startswith("verdict: trial 1 beats the baseline: +0.1")
 
 
 def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmation_seeds_in_the_search_tail() -> None:
     """baseline_ahead: once every search configuration has started (nothing left to sample) and some still
-    run, due() gives the baseline's race seeds beyond its search seeds and its confirmation seeds, once;
-    before that, nothing but the baseline's search trial."""
+    run, due() gives the baseline's race seeds beyond its search seeds and its confirmation seeds, once, one at a
+    time while nothing waits (retries first); before that, nothing but the baseline's search trial."""
     import optuna
 
     from rookworld.sweep.stage_settings import StageSettings
@@ -263,7 +266,7 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     study = optuna.create_study(direction="maximize")
 
     def step() -> list[tuple[str, str, tuple[int, ...]]]:
-        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=2, penalty=-1.0))
+        items, verdict = due(StageView.of(study.get_trials(), settings, n_trials=2))
         assert verdict is None
         for item in items:
             study.enqueue_trial({}, user_attrs=item.attrs())
@@ -275,7 +278,12 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     sampled = study.ask()
     for key, value in Item("search", str(sampled.number), (), (0, 1)).attrs().items():
         sampled.set_user_attr(key, value)
-    assert step() == [("race", BASELINE, (2,)), ("confirm", BASELINE, (3,)), ("confirm", BASELINE, (4,))]
+    given = []
+    for _ in range(3):  # one per idle worker's call, each taken before the next is given
+        given += step()
+        assert step() == []  # nothing more while one waits: a re-queued retry would start first
+        study.ask()
+    assert given == [("race", BASELINE, (2,)), ("confirm", BASELINE, (3,)), ("confirm", BASELINE, (4,))]
     assert step() == []  # held: never enqueued twice
 
 
@@ -296,7 +304,7 @@ def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_
     means = {"search": {BASELINE: 0.5, "1": 0.62, "2": 0.6}, "confirm": {BASELINE: 0.5, "1": 0.52, "2": 0.6}}
 
     def view() -> StageView:
-        return StageView.of(study.get_trials(), settings, n_trials=3, penalty=-1.0)
+        return StageView.of(study.get_trials(), settings, n_trials=3)
 
     def enqueue_and_run(items: list[Item]) -> None:
         for item in items:
@@ -340,9 +348,9 @@ def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_confi
         trial.set_user_attr(SCORES_ATTR, scores)
         trial.set_user_attr(OUTCOME_ATTR, "success")
         study.tell(trial, last + 0.0005)
-    report, _ = stage_report(StageView.of(study.get_trials(), settings, n_trials=5, penalty=-1.0), None, 1, None, None)
+    report, _ = stage_report(StageView.of(study.get_trials(), settings, n_trials=5), None, 1, None, None)
     assert ("Fidelity on the search seeds: Spearman's rho between the rung-1 means and the 2-step means over the 4 "
-            "configurations that reached 2 steps: -1.00.") in report.splitlines()
+            "configurations that reached 2 steps: -1.00 (95% CI -1.00..-0.94, 4 configurations).") in report.splitlines()
     assert "### Race" not in report  # the search (5 configurations) is not done
 
 
@@ -392,3 +400,118 @@ def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_t
     assert result.failure is None and result.outcome == "kl_failure"
     assert result.objective == -1.0 and result.scores == [[2, 0, -1.0], [4, 0, -1.0]]
     assert not (tmp_path / "stages" / "config_7").exists()  # removed once the trial ended
+
+
+def halving_run(tmp_path: Path, kill: bool) -> list[tuple[str, int, bool]]:
+    """A staged search's halving (eta 2, rungs 1 / 2 / 4) on a real journal study, as the workers drive it: each
+    configuration reports its rung means in turn; configuration b is promoted at rung 1, then (with `kill`) its
+    worker dies before rung 2; c, d and e report higher rung-1 means meanwhile, the kill is found (the study's stale
+    trials, re-queued) and b's retry reports its rung-1 mean again (its segment records), then rung 2. The
+    decisions: (configuration, rung, goes on)."""
+    import optuna
+
+    from rookworld.sweep.clock import StorageClock
+    from rookworld.sweep.stages import Item, halving_report
+    from rookworld.sweep.storage_url import default_timeouts
+    from rookworld.sweep.study import open_storage, resolve_stale_trials
+
+    url = f"journal:{tmp_path / 'halving.journal'}"
+    storage = open_storage(url, str(tmp_path), default_timeouts())
+    study = optuna.create_study(storage=storage, study_name="halving", direction="maximize")
+    means = {"a": (0.50, 0.50), "b": (0.60, 0.60), "c": (0.70, 0.40), "d": (0.80, 0.45), "e": (0.90, 0.55)}
+    decisions: list[tuple[str, int, bool]] = []
+
+    def start(config: str) -> optuna.trial.Trial:
+        study.enqueue_trial({}, user_attrs=Item("search", config, (), (0, 1)).attrs())
+        return study.ask()
+
+    def run(trial: optuna.trial.Trial, rungs: tuple[int, ...]) -> None:
+        config = Item.of(trial).config
+        report = halving_report(trial, eta=2)
+        for rung in rungs:
+            goes_on = not report(rung, means[config][(1, 2).index(rung)])
+            decisions.append((config, rung, goes_on))
+            if not goes_on:
+                study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+                return
+        study.tell(trial, 0.5)  # its rung-4 mean: no decision there
+
+    run(start("a"), (1, 2))
+    b = start("b")
+    run_b = halving_report(b, eta=2)
+    decisions.append(("b", 1, not run_b(1, means["b"][0])))
+    for config in "cde":
+        run(start(config), (1, 2))
+    if kill:
+        stale = resolve_stale_trials(study, storage, grace_s=-1, retries=1, clock=StorageClock(url, str(tmp_path)))
+        assert [s.number for s in stale] == [b.number]
+        b = study.ask()  # the retry
+        decisions.append(("b", 1, not halving_report(b, eta=2)(1, means["b"][0])))
+    run(b, (2,))
+    return decisions
+
+
+def test_a_kill_between_a_promotion_and_the_next_rung_changes_no_halving_decision(tmp_path: Path) -> None:
+    """Successive halving survives kills: a retry carries the rungs its configuration was already judged at and is
+    not judged again (b stays promoted although c, d and e outscored it meanwhile), and the killed trial's values
+    leave the pool (one value per configuration: b's rung-1 mean counts once)."""
+    from rookworld.sweep.stages import halving_pool
+
+    unkilled = halving_run(tmp_path / "unkilled", kill=False)
+    killed = halving_run(tmp_path / "killed", kill=True)
+    assert ("b", 1, True) in unkilled and ("b", 2, True) in unkilled
+    assert sorted(set(killed)) == sorted(unkilled)
+    assert killed.count(("b", 1, True)) == 2  # the original's decision, and its retry's (carried, not judged again)
+    import optuna
+
+    from rookworld.sweep.storage_url import default_timeouts
+    from rookworld.sweep.study import open_storage
+
+    storage = open_storage(f"journal:{tmp_path / 'killed' / 'halving.journal'}", str(tmp_path), default_timeouts())
+    study = optuna.load_study(study_name="halving", storage=storage)
+    assert halving_pool(study.get_trials(), 1) == {"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8, "e": 0.9}
+
+
+def test_a_race_run_that_raises_is_never_a_score_it_runs_again_and_twice_leaves_the_verdict_undecided() -> None:
+    """A crashed run (FAIL) is an infrastructure failure, not the divergence penalty: due() enqueues it again; a
+    baseline run that raised twice makes the verdict undecided, with a line that says so (a -1 for the baseline
+    would have manufactured a winner); the report lists the crashes on their own line."""
+    import optuna
+
+    from rookworld.sweep.stage_report import stage_report
+    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView, due
+    from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR
+
+    settings = StageSettings.parse(stages_with("race", {**STAGES["race"], "min_seeds": 3})).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+
+    def view() -> StageView:
+        return StageView.of(study.get_trials(), settings, n_trials=2)
+
+    def run(item: Item, score: float | None) -> None:
+        study.enqueue_trial({}, user_attrs=item.attrs())
+        trial = study.ask()
+        if score is None:
+            trial.set_user_attr(FAIL_REASON_ATTR, "CUDA error: an illegal memory access was encountered")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return
+        trial.set_user_attr(SCORES_ATTR, [[r, s, score] for r in (1, 2) for s in item.seeds])
+        trial.set_user_attr(OUTCOME_ATTR, "success")
+        study.tell(trial, score)
+
+    run(Item("search", BASELINE, (), (0, 1)), 0.50)
+    run(Item("search", "1", ("optimizer.lr=1e-4",), (0, 1)), 0.49)
+    race = Item("race", BASELINE, (), (2,))
+    assert race in due(view())[0]
+    run(race, None)  # the baseline's race run raised
+    assert view().run_scores("race", BASELINE) == {}  # not scored
+    assert race in due(view())[0]  # runs again
+    run(race, None)
+    items, verdict = due(view())
+    assert items == [] and verdict == ("verdict: undecided: a race run of the baseline raised 2 times (infrastructure, "
+                                       "not a score: the report's failures line; fix it and run the same command)")
+    report, _ = stage_report(view(), verdict, 1, None, None)
+    assert report.split("\n")[2] == verdict
+    assert "Infrastructure failures: 0 runs cut by the end of their machine (re-queued), 2 runs that raised: trial 2 " \
+           "(race, baseline, seeds [2]): CUDA error" in report

@@ -168,6 +168,36 @@ def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override
         assert not list(tmp_path.glob("outputs/sweeps/*/*"))  # no launch folder
 
 
+@pytest.mark.parametrize("overrides", [["sweeps=verdict"], ["experiment=grpo_rookworld_tiny"],
+                                       ["experiment=grpo_rookworld_tiny_swept"]], ids=lambda o: o[0])
+def test_a_task_mix_choice_on_the_command_line_applies_over_a_preset(overrides: list[str]) -> None:
+    from rookworld.config import compose
+
+    for choice, shares in (("env_heavy", (0.2, 0.8)), ("mixed", (0.8, 0.2)), ("balanced", (0.5, 0.5))):
+        mix = compose([*overrides, f"task_mix={choice}"]).task_mix
+        assert (mix.P, mix.A) == shares, (choice, mix)
+
+
+@pytest.mark.slow
+def test_a_swept_group_whose_choices_compose_the_same_config_is_refused_in_one_line(tmp_path: Path) -> None:
+    """A preset that lays task_mix keys over the group it sweeps: every choice trains the same mix; the launch
+    refuses, naming the preset, the key and the choices."""
+    smoke = (Path(__file__).resolve().parents[1] / "sweeps" / "smoke.yaml").read_text()
+    planted = smoke.replace("device: cpu ", "task_mix:\n  P: 0.5\n  A: 0.5\ndevice: cpu ", 1)
+    planted = planted.replace("    params:                    # the search space\n",
+                              "    params:                    # the search space\n      task_mix: choice(mixed, balanced)\n")
+    assert planted.count("task_mix") == smoke.count("task_mix") + 2
+    (tmp_path / "presets" / "sweeps").mkdir(parents=True)
+    (tmp_path / "presets" / "sweeps" / "planted.yaml").write_text(planted)
+    result = subprocess.run(sweep_command("sweeps=planted", f"hydra.searchpath=[file://{tmp_path / 'presets'}]"),
+                            cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr[-3000:]
+    assert result.stderr == ("rookworld: error: sweeps=planted: hydra.sweeper.params.task_mix=choice(mixed, balanced): "
+                             "choices mixed and balanced compose the same trial config (keys laid over the group win "
+                             "over its choice: set its default with `override /task_mix: ...` in the defaults)\n")
+    assert not (tmp_path / "outputs").exists()
+
+
 @pytest.mark.slow
 def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) -> None:
     """`sweeps=smoke` on 3 trials chosen to end three ways: success, kl_failure (guard), pruned."""

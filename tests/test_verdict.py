@@ -4,26 +4,30 @@ from __future__ import annotations
 
 import pytest
 
-from rookworld.sweep.paired import Comparison
-from rookworld.sweep.verdict import Finalist, Verdict, confirm
+from rookworld.sweep.verdict import confirm
 from seed_simulation import SimulatedSeeds
 
 FRESH_SEEDS = range(1000, 1010)  # ten seeds no earlier stage used
 REPEATS = 200
 
 
-def test_the_verdict_lines():
-    winner = Finalist(162, Comparison(seeds=10, mean_difference=0.021, low=0.012, high=0.030, p_value=0.002), 0.002)
-    assert Verdict((winner,), winner).line() == \
-        "verdict: trial 162 beats the baseline by +0.021 (95% CI +0.012..+0.030, p = 0.002, 10 seeds)"
-    best = Finalist(7, Comparison(seeds=10, mean_difference=0.004, low=-0.006, high=0.013, p_value=0.2), 0.4)
-    assert Verdict((best,), None).line() == \
-        "verdict: no configuration beats the baseline (best +0.004, 95% CI -0.006..+0.013)"
-    tiny = Finalist(9, Comparison(seeds=12, mean_difference=0.03, low=0.02, high=0.04, p_value=0.0002), 0.0002)
-    assert Verdict((tiny,), tiny).line().endswith("(95% CI +0.020..+0.040, p < 0.001, 12 seeds)")
-    flat = Finalist(3, Comparison(seeds=10, mean_difference=-0.0001, low=-0.0004, high=0.0002, p_value=0.6), 0.6)
-    assert Verdict((flat,), None).line() == \
-        "verdict: no configuration beats the baseline (best +0.000, 95% CI +0.000..+0.000)"
+def test_the_verdict_lines_state_the_tests_own_bound_its_level_and_the_detectable_difference():
+    """The lower bound inverts the signed-rank test at the Holm level (the 6th smallest of the 55 Walsh averages
+    at alpha 0.01 on ten seeds), rounded down; the detectable difference rounded up; a negative mean keeps its sign."""
+    baseline = {seed: 0.60 for seed in FRESH_SEEDS}
+    better = {seed: 0.60 + 0.001 * (i + 1) for i, seed in enumerate(FRESH_SEEDS)}  # +0.001 .. +0.010
+    line = confirm({162: better}, baseline, alpha=0.01, test="wilcoxon").line()
+    assert line.startswith("verdict: trial 162 beats the baseline: +0.0055, lower bound +0.002 (one-sided signed-rank "
+                           "test, Holm alpha 0.01, p = 0.001, 10 fresh seeds); detectable with power 0.8: +0.")
+    worse = {seed: 0.60 + d for seed, d in zip(FRESH_SEEDS, (-0.003, 0.002, -0.001, 0.001, -0.002, 0.0005, -0.0015,
+                                                             0.001, -0.0005, -0.0019))}
+    line = confirm({74: worse}, baseline, alpha=0.01, test="t").line()  # mean -0.00054, bound -0.00195
+    assert line.startswith("verdict: no configuration beats the baseline: best trial 74, -0.0005, lower bound -0.002 "
+                           "(one-sided paired t-test, Holm alpha 0.01, p = 0.841, 10 fresh seeds); detectable with power 0.8: +0.002")
+    few = {seed: 0.61 for seed in list(FRESH_SEEDS)[:6]}
+    assert confirm({3: few}, baseline, alpha=0.01, test="wilcoxon").line().endswith(
+        "lower bound none (too few seeds for the level) (one-sided signed-rank test, Holm alpha 0.01, p = 0.016, 6 fresh "
+        "seeds); detectable with power 0.8: none (too few seeds for the level)")
 
 
 def test_holm_corrects_the_p_value_of_several_finalists():
@@ -31,12 +35,13 @@ def test_holm_corrects_the_p_value_of_several_finalists():
     better = {seed: 0.62 + 0.001 * i for i, seed in enumerate(FRESH_SEEDS)}  # better on all ten seeds
     alone = confirm({162: better}, baseline, alpha=0.05, test="wilcoxon")
     assert alone.winner.trial == 162 and alone.winner.adjusted_p == 2.0 ** -10
-    assert alone.line() == "verdict: trial 162 beats the baseline by +0.025 (95% CI +0.023..+0.026, p = 0.001, 10 seeds)"
+    assert alone.line().startswith("verdict: trial 162 beats the baseline: +0.0245, lower bound +0.022 (one-sided "
+                                   "signed-rank test, Holm alpha 0.05, p = 0.001, 10 fresh seeds);")
     same = {seed: 0.60 for seed in FRESH_SEEDS}
     three = confirm({162: better, 5: same, 40: same}, baseline, alpha=0.05, test="wilcoxon")
     assert [f.trial for f in three.finalists] == [162, 5, 40]
     assert three.winner.adjusted_p == pytest.approx(3 * 2.0 ** -10)
-    assert three.line().endswith("p = 0.003, 10 seeds)")
+    assert "Holm alpha 0.0167, p = 0.003, 10 fresh seeds)" in three.line()  # the first of three: alpha / 3
 
 
 def test_the_winner_is_the_largest_significant_difference():

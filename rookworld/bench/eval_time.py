@@ -36,7 +36,7 @@ def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list
     device = resolve_device(spec.device)
     model, tokenizer = load_policy(spec.model, device)
     e = spec.eval
-    problems = eval_problems(e, *heldout_problems(e.split, spec.data))
+    problems = eval_problems(e, *heldout_problems(e.split, spec.data), seed=spec.seed)
     decoder = make_decoder(model, check_every=spec.sampling.finish_check_every)
     caps = dict(spec.sampling.max_new_tokens)
     reward_fn = spec.reward.build()

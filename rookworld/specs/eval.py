@@ -8,12 +8,16 @@ from rookworld.data.records import HELD_OUT_SPLITS
 from rookworld.specs.rules import ConfigError, one_of, require
 
 
+DRAWS = ("first", "blocks")  # the held-out problems evaluated: the first ones, or the run seed's block
+
+
 @dataclass(frozen=True)
 class Eval:
     split: str
     every: int
     num_policy: int
     num_arbiter: int
+    draw: str
     arbiter_cases: dict[str, float] | None
     batch_size: int
     num_samples_logged: int
@@ -21,6 +25,9 @@ class Eval:
 
     def __post_init__(self):
         one_of("eval.split", self.split, HELD_OUT_SPLITS)
+        one_of("eval.draw", self.draw, DRAWS)
+        require(self.draw == "first" or self.arbiter_cases is None, "eval.draw", self.draw,
+                "blocks draws from the held-out mix: set eval.arbiter_cases=null")
         require(self.every >= 0, "eval.every", self.every, "must be >= 0 (0 = only at the start and the end)")
         if self.arbiter_cases is not None:
             try:

@@ -22,6 +22,7 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import get_method
 from omegaconf import DictConfig, OmegaConf
+from optuna.distributions import CategoricalDistribution
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
@@ -239,14 +240,14 @@ class Launch:
             if claimed:
                 study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
         if running or left:
+            self.print_stage_report(study)  # a staged sweep's report leads with its verdict
             print(summary_markdown(summarise_study(study)), flush=True)
-            self.print_stage_report(study)
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
         if not claimed:  # no tracking, or another launch summarised it
-            print(summary_markdown(summarise_study(study)), flush=True)
             self.print_stage_report(study)
+            print(summary_markdown(summarise_study(study)), flush=True)
             return
         self.summarise_onto_parent(study)
 
@@ -271,10 +272,10 @@ class Launch:
         if report is not None:
             log_stage_report(client, self.parent.run_id, *report)
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
-        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
-                                                                    study.study_name))), flush=True)
         if report is not None:
             print(report[0], flush=True)
+        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
+                                                                    study.study_name))), flush=True)
         log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
 
@@ -307,7 +308,26 @@ def check_stages(settings: SweepSettings, probe: DictConfig) -> SweepSettings:
     hooks = list(probe.trial.hooks)
     require(not hooks, "trial.hooks", hooks, "a staged sweep's jobs report nothing to Optuna themselves (the worker "
             "reports each rung's seed mean): use trial=stages")
+    check_position_blocks(settings.stages, probe)
     return dataclasses.replace(settings, stages=settings.stages.with_horizon(probe.steps))
+
+
+def check_position_blocks(stages: Any, probe: DictConfig) -> None:
+    """With eval.draw=blocks, each part holds a block for every seed scored on it (the race's on validation, the
+    confirmation's on test): a block seen by two seeds would share its position term between them."""
+    if probe.eval.draw != "blocks":
+        return
+    from rookworld.components import heldout_problems
+    from rookworld.config import load_run
+
+    spec = load_run(probe)
+    for split, seeds, stage in (("validation", stages.race.max_seeds, "race.max_seeds"),
+                                ("test", stages.confirm.seeds, "confirm.seeds")):
+        for task, problems in zip(("policy", "arbiter"), heldout_problems(split, spec.data)):
+            size = int(probe.eval[f"num_{task}"])
+            blocks = len(problems) // size if size else seeds
+            require(blocks >= seeds, f"eval.num_{task}", size, f"the {split} part ({len(problems)}) holds {blocks} "
+                    f"blocks of it, hydra.sweeper.stages.{stage} = {seeds} seeds need one each (eval.draw=blocks)")
 
 
 def config_differences(spec: WorkerSpec, baseline: Any, other: Any) -> dict[str, tuple]:
@@ -345,15 +365,8 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
                         validate: str | None) -> DictConfig:
     """Compose the trial config for each probe of the search space and `validate` it (rookworld.config.validate:
     the typed specs check every value's type and rule)."""
-    loader = context.config_loader
-    probes = []
-    for params in space.probes():
-        overrides = [*space.overrides(params), "trial.number=0"]
-        try:
-            probes.append(loader.load_sweep_config(config, overrides))
-        except Exception as error:  # Hydra's composition errors: a key that does not exist, a bad value
-            swept = " ".join(f"{k}={v}" for k, v in params.items())
-            raise ConfigError(f"{' '.join(space.fixed)} {swept}: {one_line(error)}".strip()) from error
+    probes = [compose_trial(config, context, space, params) for params in space.probes()]
+    check_swept_dimensions(config, context, space, probes)
     if validate:
         check = get_method(validate)
         for probe in probes:
@@ -364,6 +377,44 @@ def check_trial_configs(config: DictConfig, context: HydraContext, space: Search
             except Exception as error:  # a check that tripped over a value it did not expect
                 raise ConfigError(f"trial config: {one_line(error)} (from {validate})") from error
     return probes[0]
+
+
+def compose_trial(config: DictConfig, context: HydraContext, space: SearchSpace, params: dict[str, Any]) -> DictConfig:
+    """The trial config of one param set (Hydra's composition errors as one line)."""
+    try:
+        return context.config_loader.load_sweep_config(config, [*space.overrides(params), "trial.number=0"])
+    except Exception as error:  # Hydra's composition errors: a key that does not exist, a bad value
+        swept = " ".join(f"{k}={v}" for k, v in params.items())
+        raise ConfigError(f"{' '.join(space.fixed)} {swept}: {one_line(error)}".strip()) from error
+
+
+def check_swept_dimensions(config: DictConfig, context: HydraContext, space: SearchSpace,
+                           probes: list[DictConfig]) -> None:
+    """No silent dimension: every swept key's value reaches the trial config, and the choices of a swept
+    config group compose different trial configs (keys a preset lays over a group win over its choice)."""
+    preset = f"sweeps={OmegaConf.select(config, 'hydra.runtime.choices.sweeps', default=None)}"
+    for probe, params in zip(probes, space.probes()):
+        groups = probe.hydra.runtime.choices
+        for key, value in params.items():
+            reached = groups.get(key) if key in groups else OmegaConf.select(probe, key, default="<absent>")
+            require(reached == value, f"{preset}: hydra.sweeper.params.{key}", value,
+                    f"the swept value does not reach the trial config (it composes {key}={reached})")
+    for key, distribution in space.distributions.items():
+        if key not in probes[0].hydra.runtime.choices or not isinstance(distribution, CategoricalDistribution):
+            continue
+        composed: dict[str, Any] = {}
+        for choice in distribution.choices:
+            trial = compose_trial(config, context, space, {**space.probes()[0], key: choice})
+            plain = OmegaConf.to_container(trial, resolve=False)
+            assert isinstance(plain, dict)
+            plain.pop("hydra", None)
+            same = [other for other, seen in composed.items() if seen == plain]
+            if same:
+                choices = ", ".join(map(str, distribution.choices))
+                raise ConfigError(f"{preset}: hydra.sweeper.params.{key}=choice({choices}): "
+                                  f"choices {same[0]} and {choice} compose the same trial config (keys laid over the "
+                                  f"group win over its choice: set its default with `override /{key}: ...` in the defaults)")
+            composed[str(choice)] = plain
 
 
 def first_missing(path: Path) -> Path | None:

@@ -1,9 +1,11 @@
 """Paired comparison of two configurations over shared seeds.
 
 Seed i is the same training seed for every configuration (the same problem order and sampling
-stream), so the per-seed differences cancel what the seeds share. On those differences: a one-sided
-test that the candidate is better (Wilcoxon signed-rank or paired t), a 95% bootstrap interval of
-the mean difference, and Holm's correction when several candidates are tested at once.
+stream, and with eval.draw=blocks the same evaluated positions), so the per-seed differences cancel what
+the seeds share. On those differences: a one-sided test that the candidate is better (Wilcoxon
+signed-rank or paired t), the lower confidence bound that the same test gives at a level (the
+signed-rank test's from the Walsh averages, the t-test's from t), and Holm's correction when several
+candidates are tested at once.
 Scores are higher-is-better; a configuration's scores are a mapping seed -> score.
 """
 
@@ -18,9 +20,6 @@ from scipy import stats
 
 Scores = Mapping[int, float]
 TESTS = ("wilcoxon", "t")
-CONFIDENCE = 0.95
-BOOTSTRAP_RESAMPLES = 10_000
-BOOTSTRAP_SEED = 0  # fixed, so the same scores always give the same interval (a resumed sweep agrees)
 
 
 @dataclass(frozen=True)
@@ -28,9 +27,13 @@ class Comparison:
     """A candidate against a reference over their shared seeds."""
     seeds: int
     mean_difference: float  # candidate minus reference
-    low: float  # the 95% bootstrap interval of the mean difference
-    high: float
     p_value: float  # one-sided: the candidate is better
+    differences: tuple[float, ...]  # per shared seed, in seed order
+
+    @property
+    def sd(self) -> float:
+        """The standard deviation of the paired differences."""
+        return float(np.std(self.differences, ddof=1))
 
 
 def paired_differences(candidate: Scores, reference: Scores) -> np.ndarray:
@@ -52,13 +55,20 @@ def one_sided_p(differences: np.ndarray, test: str) -> float:
     return float(stats.ttest_1samp(differences, 0.0, alternative="greater").pvalue)
 
 
-def bootstrap_interval(differences: np.ndarray) -> tuple[float, float]:
-    """The 95% BCa bootstrap interval of the mean difference, seeded."""
-    if np.ptp(differences) == 0:
-        return float(differences[0]), float(differences[0])  # every resample has the same mean
-    result = stats.bootstrap((differences,), np.mean, confidence_level=CONFIDENCE, method="BCa",
-                             n_resamples=BOOTSTRAP_RESAMPLES, rng=np.random.default_rng(BOOTSTRAP_SEED))
-    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+def lower_bound(differences: np.ndarray, level: float, test: str) -> float:
+    """The one-sided (1 - level) lower confidence bound of the difference that inverts the test at `level`:
+    the shifts it would not reject. Paired t: mean - t(1 - level) x sd / sqrt(n) (of the mean). Signed rank:
+    the (M - c + 1)-th smallest of the M = n(n + 1)/2 Walsh averages, c the exact critical value of W+ (of the
+    centre of the differences' distribution); -inf when n seeds cannot reach p <= level at all."""
+    check_test(test)
+    n = len(differences)
+    if test == "t":
+        spread = float(np.std(differences, ddof=1)) / math.sqrt(n)
+        return float(differences.mean()) - float(stats.t.ppf(1 - level, n - 1)) * spread
+    if n < fewest_seeds_to_decide(level, test):
+        return -math.inf
+    walsh = np.sort((differences[:, None] + differences[None, :])[np.triu_indices(n)] / 2)
+    return float(walsh[len(walsh) - signed_rank_critical_value(n, level)])
 
 
 def compare(candidate: Scores, reference: Scores, *, test: str) -> Comparison:
@@ -66,9 +76,8 @@ def compare(candidate: Scores, reference: Scores, *, test: str) -> Comparison:
     differences = paired_differences(candidate, reference)
     if len(differences) < 2:
         raise ValueError(f"a paired comparison needs at least 2 shared seeds, got {len(differences)}")
-    low, high = bootstrap_interval(differences)
-    return Comparison(seeds=len(differences), mean_difference=float(differences.mean()), low=low, high=high,
-                      p_value=one_sided_p(differences, test))
+    return Comparison(seeds=len(differences), mean_difference=float(differences.mean()),
+                      p_value=one_sided_p(differences, test), differences=tuple(float(d) for d in differences))
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -81,6 +90,18 @@ def holm(p_values: Sequence[float]) -> list[float]:
         running = max(running, min(1.0, (len(p_values) - rank) * p_values[index]))
         adjusted[index] = running
     return adjusted
+
+
+def signed_rank_critical_value(seeds: int, alpha: float) -> int:
+    """The smallest signed-rank sum W+ whose exact one-sided p-value, P(W+ >= it | no difference),
+    is at most alpha. Under no difference each rank is in W+ with chance 1/2, independently."""
+    null = np.zeros(seeds * (seeds + 1) // 2 + 1)
+    null[0] = 1.0
+    for rank in range(1, seeds + 1):
+        null[rank:] = (null[rank:] + null[:-rank]) / 2  # the right side is a new array
+        null[:rank] /= 2
+    upper_tail = np.cumsum(null[::-1])[::-1]  # upper_tail[w] = P(W+ >= w)
+    return int(np.argmax(upper_tail <= alpha))
 
 
 def fewest_seeds_to_decide(alpha: float, test: str) -> int:

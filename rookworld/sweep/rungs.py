@@ -1,10 +1,10 @@
 """One trial of a staged sweep: a configuration's seeds run rung by rung, each rung a prefix of the full run.
 
 A search trial runs its configuration on each of its k seeds to the first rung, one seed after the
-other, reports the mean over the seeds at that step and asks successive halving (Optuna's
-SuccessiveHalvingPruner, `eta` the knob) whether it goes on; if it does, each seed resumes from its own
-checkpoint of that rung (`resume_from`, the same `steps`, so every schedule spans the full horizon) up
-to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
+other, reports the mean over the seeds at that step and asks successive halving (rookworld/sweep/stages.py:
+halving_report, `eta` the knob; a rung decided before a kill stays decided) whether it goes on; if it
+does, each seed resumes from its own checkpoint of that rung (`resume_from`, the same `steps`, so every
+schedule spans the full horizon) up to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
 horizon, rung by rung too (a killed run goes on from its last rung), never stopped. The baseline is
 never stopped at a rung.
 
@@ -40,9 +40,11 @@ class ItemResult:
     outcome: str = SUCCESS
     failure: str | None = None
     scores: list[list[float]] = field(default_factory=list)  # [rung, seed, score] per finished segment
+    problems: dict[str, list[float]] = field(default_factory=dict)  # seed -> per-problem scores at the full horizon
     seconds: float = 0.0
 
 
+PROBLEM_DECIMALS = 4  # per-problem scores as stored on the trial (a run's mean moves by < 1e-5)
 RunJob = Callable[[list[str], str], JobReturn]  # (overrides, subdir) -> the job's return
 Report = Callable[[int, float], bool]  # (rung, mean score) -> True: stop here (pruned)
 Record = Callable[[ItemResult], None]  # progress so far, stored on the trial
@@ -118,6 +120,8 @@ class ItemRun:
                 shutil.rmtree(folder / f"step_{start:06d}", ignore_errors=True)  # the next rung's checkpoint is saved
         result.seconds += done["seconds"]
         result.scores.append([rung, seed, done["score"]])
+        if rung == self.rungs()[-1] and done.get("problems"):
+            result.problems[str(seed)] = done["problems"]
         if done["outcome"] != SUCCESS:  # a diverged seed scores the penalty at every later rung too
             assert self.settings.rungs is not None
             result.scores += [[r, seed, self.penalty] for r in self.settings.rungs if r > rung]
@@ -136,7 +140,9 @@ class ItemRun:
         if job.status != JobStatus.COMPLETED:
             return {"failure": self.job_error(job)}
         returned = job.return_value
-        return {"score": float(returned.objective), "outcome": str(returned.outcome), "seconds": seconds}
+        problems = [round(float(p), PROBLEM_DECIMALS) for p in returned.problem_scores or []]
+        return {"score": float(returned.objective), "outcome": str(returned.outcome), "seconds": seconds,
+                "problems": problems}
 
     def remove_checkpoints(self) -> None:
         for seed in self.item.seeds:

@@ -17,7 +17,7 @@ import math
 import numpy as np
 from scipy import stats
 
-from rookworld.sweep.paired import check_test, fewest_seeds_to_decide
+from rookworld.sweep.paired import check_test, fewest_seeds_to_decide, signed_rank_critical_value
 
 MAX_SEEDS = 1000  # beyond this a difference is not worth racing for
 SIMULATIONS = 20_000  # seed sets per Wilcoxon power: its standard error is at most 0.0035
@@ -35,18 +35,6 @@ def paired_power(seeds: int, difference: float, sd: float, *, alpha: float, test
         return _wilcoxon_power(seeds, difference / sd, alpha)
     df = seeds - 1
     return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, difference / sd * math.sqrt(seeds)))
-
-
-def signed_rank_critical_value(seeds: int, alpha: float) -> int:
-    """The smallest signed-rank sum W+ whose exact one-sided p-value, P(W+ >= it | no difference),
-    is at most alpha. Under no difference each rank is in W+ with chance 1/2, independently."""
-    null = np.zeros(seeds * (seeds + 1) // 2 + 1)
-    null[0] = 1.0
-    for rank in range(1, seeds + 1):
-        null[rank:] = (null[rank:] + null[:-rank]) / 2  # the right side is a new array
-        null[:rank] /= 2
-    upper_tail = np.cumsum(null[::-1])[::-1]  # upper_tail[w] = P(W+ >= w)
-    return int(np.argmax(upper_tail <= alpha))
 
 
 def _wilcoxon_power(seeds: int, effect: float, alpha: float) -> float:
@@ -90,3 +78,19 @@ def power_table(differences: Sequence[float], sds: Sequence[float], *, alpha: fl
         cells = (str(seeds_needed(difference, sd, alpha=alpha, power=power, test=test)) for sd in sds)
         lines.append(f"| {difference:.3f} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def detectable_difference(seeds: int, sd: float, *, alpha: float, power: float, test: str) -> float:
+    """The smallest true difference the one-sided test at alpha finds with at least `power` on `seeds` paired
+    seeds whose differences have standard deviation `sd` (inf when the seeds cannot reach alpha)."""
+    if seeds < fewest_seeds_to_decide(alpha, test):
+        return math.inf
+    if sd <= 0:
+        return 0.0  # differences that never vary: any true difference shows on every seed
+    low, high = 0.0, sd
+    while paired_power(seeds, high, sd, alpha=alpha, test=test) < power:  # power rises with the difference
+        low, high = high, high * 2
+    while high - low > sd * 1e-3:
+        middle = (low + high) / 2
+        low, high = (low, middle) if paired_power(seeds, middle, sd, alpha=alpha, test=test) >= power else (middle, high)
+    return high

@@ -1,15 +1,15 @@
-"""The report of a staged sweep: what each stage found, with its uncertainty.
+"""The report of a staged sweep: its verdict first, then what each stage found, with its uncertainty.
 
 Printed at the end of the sweep and logged on its MLflow parent run (`sweep_summary/stages.md`, the
-fidelity plot `sweep_summary/fidelity.png`). Per stage, each configuration's mean over its seeds with a
-95% t-interval (mean +- t(0.975, n-1) x sd / sqrt(n)); the configurations that cannot be told apart
-from the best; the fidelity checks (Spearman's rank correlation between the search's rung means and the
-full-horizon means: on the search seeds over the configurations that reached the full horizon, and the
-race's means over the raced configurations); the verdict; the winner's config against the
-baseline's, only the keys that differ; GPU-seconds per run and in total. A configuration is never
-called best without its interval.
+fidelity plot `sweep_summary/fidelity.png`). In order: the verdict line; the winner's config against
+the baseline's, only the keys that differ; the infrastructure failures on a line of their own (runs cut
+by the end of their machine, runs that raised); per stage, each configuration's mean over its seeds
+with a 95% t-interval (mean +- t(0.975, n-1) x sd / sqrt(n)); the configurations that cannot be told
+apart from the best; the fidelity checks, each with its 95% interval (Spearman's rank correlation
+between the search's rung means and the full-horizon means: on the search seeds over the
+configurations that reached the full horizon, and the race's means over the raced configurations);
+GPU-seconds per run and in total. A configuration is never called best without its interval.
 """
-
 from __future__ import annotations
 
 import math
@@ -24,7 +24,9 @@ from scipy import stats
 
 from rookworld.sweep.racing import RaceState
 from rookworld.sweep.stage_settings import StageSettings
-from rookworld.sweep.stages import BASELINE, CONFIRM, SECONDS_ATTR, STAGE_ATTR, VERDICT_ATTR, StageView, segment_scores
+from rookworld.sweep.stages import (BASELINE, CONFIG_ATTR, CONFIRM, SECONDS_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR,
+                                    StageView, segment_scores)
+from rookworld.sweep.study import FAIL_REASON_ATTR
 from rookworld.sweep.verdict import Verdict
 
 CONFIDENCE = 0.95
@@ -108,9 +110,10 @@ def search_fidelity(per_config: dict[str, dict[int, dict[int, float]]], rungs: t
     reached = [by_rung for by_rung in per_config.values() if horizon in by_rung]
     if not reached:
         return []
+    n = len(reached)
     return [f"Fidelity on the search seeds: Spearman's rho between the rung-{rung} means and the {horizon}-step "
             f"means over the {len(reached)} configurations that reached {horizon} steps: "
-            f"{rho_text(spearman([mean_at(r, rung) for r in reached], [mean_at(r, horizon) for r in reached]))}."
+            f"{rho_text(spearman([mean_at(r, rung) for r in reached], [mean_at(r, horizon) for r in reached]), n)}."
             for rung in rungs[:-1]]
 
 
@@ -118,8 +121,14 @@ def mean_at(by_rung: dict[int, dict[int, float]], rung: int) -> float:
     return statistics.fmean(by_rung[rung].values())
 
 
-def rho_text(rho: float) -> str:
-    return "n/a (fewer than 3 configurations, or tied scores)" if math.isnan(rho) else f"{rho:+.2f}"
+def rho_text(rho: float, n: int) -> str:
+    """Spearman's rho over n configurations with its 95% interval (Fisher's z, Fieller's variance 1.06 / (n - 3));
+    never without one."""
+    if math.isnan(rho) or n < 4:
+        return "n/a (fewer than 4 configurations, or tied scores: no interval)"
+    half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * math.sqrt(1.06 / (n - 3))
+    z = math.atanh(max(min(rho, 0.999), -0.999))  # a rank correlation of exactly +-1 is clipped (its z is infinite)
+    return f"{rho:+.2f} (95% CI {math.tanh(z - half):+.2f}..{math.tanh(z + half):+.2f}, {n} configurations)"
 
 
 def race_section(view: StageView, state: RaceState) -> list[str]:
@@ -181,7 +190,11 @@ def seconds_section(view: StageView, per_gpu: int) -> list[str]:
 def stage_report(view: StageView, verdict: str | None, per_gpu: int,
                  differences: Mapping[str, tuple] | None, compared: str | None) -> tuple[str, list[Fidelity]]:
     """The report's markdown, and the fidelity figures (for the plot)."""
-    lines = ["## Stages", ""]
+    lines = ["## Stages", "", verdict or "verdict: not reached yet (the same command goes on)"]
+    if differences is not None and compared is not None:
+        lines += ["", f"{name(compared)} against the baseline, the keys that differ:"]
+        lines += [f"- `{key}`: {old!r} (baseline) -> {new!r}" for key, (old, new) in differences.items()] or ["- none"]
+    lines += ["", failures_line(view), ""]
     search_lines, per_config = search_section(view)
     lines += search_lines
     checks: list[Fidelity] = []
@@ -191,7 +204,7 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
         checks = fidelity(view, state, per_config)
         for check in checks:
             lines.append(f"Fidelity: Spearman's rho between the rung-{check.rung} means and the full-horizon race "
-                         f"means over {len(check.points)} raced configurations: {rho_text(check.rho)}.")
+                         f"means over the raced configurations: {rho_text(check.rho, len(check.points))}.")
         finalists = view.finalists(state) if state.finished else []
         if finalists:
             s = view.settings
@@ -204,20 +217,25 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
             confirmed = view.verdict(finalists)
             if confirmed is not None:
                 lines += ["", *paired_lines(confirmed, s.confirm.test)]
-    lines += ["", verdict or "verdict: not reached yet (the same command goes on)"]
-    if differences is not None and compared is not None:
-        lines += ["", f"{name(compared)} against the baseline, the keys that differ:"]
-        lines += [f"- `{key}`: {old!r} (baseline) -> {new!r}" for key, (old, new) in differences.items()] or ["- none"]
     lines += ["", *seconds_section(view, per_gpu)]
     return "\n".join(lines), checks
 
 
 def paired_lines(verdict: Verdict, test: str) -> list[str]:
-    """Each finalist against the baseline on the fresh seeds, to four decimals (the verdict line rounds to three)."""
-    return [f"{name(str(f.trial))} minus the baseline, paired over {f.comparison.seeds} fresh seeds: "
-            f"{f.comparison.mean_difference:+.4f} (95% CI {f.comparison.low:+.4f}..{f.comparison.high:+.4f}), "
-            f"one-sided {test} p = {f.comparison.p_value:.3f} (Holm-adjusted {f.adjusted_p:.3f})"
-            for f in verdict.finalists]
+    """Each finalist against the baseline on the fresh seeds: the verdict's evidence, and the raw p."""
+    return [f"{name(str(f.trial))} minus the baseline, paired: {f.evidence(test)}; unadjusted p = "
+            f"{f.comparison.p_value:.3f}" for f in verdict.finalists]
+
+
+def failures_line(view: StageView) -> str:
+    """Infrastructure failures, on a line of their own: runs cut by the end of their machine (re-queued, their
+    finished segments kept) and runs that raised (never a score: run again, then their configuration leaves)."""
+    raised = [t for t in view.trials if t.state == TrialState.FAIL]
+    parts = [f"{len(view.cut)} runs cut by the end of their machine (re-queued)", f"{len(raised)} runs that raised"]
+    details = [f"trial {t.number} ({t.user_attrs.get(STAGE_ATTR, 'search')}, "
+               f"{name(str(t.user_attrs.get(CONFIG_ATTR, t.number)))}, seeds {t.user_attrs.get(SEEDS_ATTR)}): "
+               f"{str(t.user_attrs.get(FAIL_REASON_ATTR, 'no reason recorded'))[:200]}" for t in raised]
+    return "Infrastructure failures: " + ", ".join(parts) + (": " + "; ".join(details) if details else "") + "."
 
 
 def compared_config(view: StageView) -> str | None:
@@ -239,7 +257,7 @@ def study_stage_report(study: optuna.Study, stages: StageSettings, n_trials: int
     """The report of a staged study as far as it has got (`config`: the sweep's composed config, for the failure
     penalty and the workers per GPU). `differences_of(baseline overrides, compared overrides)`: the config keys
     that differ (None: the report leaves them out)."""
-    view = StageView.of(study.get_trials(deepcopy=False), stages, n_trials, float(config.objective.failure_penalty))
+    view = StageView.of(study.get_trials(deepcopy=False), stages, n_trials)
     compared = compared_config(view)
     differences = None
     if differences_of is not None and compared is not None:

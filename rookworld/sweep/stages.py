@@ -21,7 +21,7 @@ sampler learns from the sampled search trials only.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,11 +38,14 @@ CONFIG_ATTR = WORK + "config"
 OVERRIDES_ATTR = WORK + "overrides"
 SEEDS_ATTR = WORK + "seeds"
 SCORES_ATTR = "rookworld:scores"  # [[rung, seed, score], ...]: each finished segment of the trial
+PROBLEMS_ATTR = "rookworld:problems"  # {seed: [score per evaluated problem]} at the full horizon (its draw's order)
 SECONDS_ATTR = "rookworld:seconds"  # wall seconds of the trial's runs (its GPU slot's time)
 VERDICT_ATTR = "rookworld:verdict"  # study user attr: the verdict line, once the confirmation is in
+RUNGS_ATTR = WORK + "rungs"  # {rung: [mean score, promoted]}: the halving's decisions on the trial (a retry carries them)
 BASELINE = "baseline"
 SEARCH, RACE, CONFIRM = "search", "race", "confirm"
 SUCCESS = "success"
+RUN_ATTEMPTS = 2  # a race or confirmation run that raised runs again once; raised twice, its configuration leaves the stage
 
 
 @dataclass(frozen=True)
@@ -98,11 +101,12 @@ class StageView:
     settings: StageSettings
     trials: tuple[FrozenTrial, ...]  # stale failures left out
     n_trials: int
-    penalty: float  # a failed run's score (objective.failure_penalty)
+    cut: tuple[FrozenTrial, ...] = ()  # the stale failures: runs cut by the end of their machine (re-queued)
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int, penalty: float) -> StageView:
-        return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials, penalty)
+    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int) -> StageView:
+        return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials,
+                   tuple(t for t in trials if is_stale_failure(t)))
 
     def items(self, stage: str) -> list[tuple[FrozenTrial, Item]]:
         pairs = [(t, Item.of(t)) for t in self.trials]
@@ -122,16 +126,27 @@ class StageView:
         return {item.config: item.overrides for _, item in self.items(SEARCH)}
 
     def run_scores(self, stage: str, config: str) -> dict[int, float]:
-        """seed -> full-horizon score of `config`'s one-seed runs of `stage` (a run that raised: the penalty)."""
+        """seed -> full-horizon score of `config`'s one-seed runs of `stage` that completed (a run that raised is
+        a failure, never a score: it runs again, RUN_ATTEMPTS in all)."""
         scores = {}
         for trial, item in self.items(stage):
-            if item.config != config:
-                continue
-            if trial.state == TrialState.COMPLETE:
+            if item.config == config and trial.state == TrialState.COMPLETE:
                 scores.update(segment_scores(trial, self.settings.horizon))
-            elif trial.state == TrialState.FAIL:
-                scores.update({seed: self.penalty for seed in item.seeds})
         return scores
+
+    def crashes(self) -> dict[tuple[str, str, tuple[int, ...]], list[FrozenTrial]]:
+        """Item key -> the race and confirmation runs of it that raised (stale ones aside: the study retries those)."""
+        crashed: dict[tuple[str, str, tuple[int, ...]], list[FrozenTrial]] = {}
+        for stage in (RACE, CONFIRM):
+            for trial, item in self.items(stage):
+                if trial.state == TrialState.FAIL:
+                    crashed.setdefault(item.key, []).append(trial)
+        return crashed
+
+    def failed(self, stage: str) -> list[str]:
+        """The configurations of `stage` with a run that raised RUN_ATTEMPTS times: out of that stage."""
+        return sorted({config for (s, config, _), runs in self.crashes().items() if s == stage
+                       and len(runs) >= RUN_ATTEMPTS})
 
     def ranked_search(self) -> list[tuple[FrozenTrial, Item]]:
         """The searched configurations (baseline aside) that ran to the full horizon and succeeded, best first."""
@@ -140,7 +155,10 @@ class StageView:
         return sorted(done, key=lambda pair: -float(pair[0].value))
 
     def race_configs(self) -> list[str]:
-        return [item.config for _, item in self.ranked_search()[:self.settings.race.top]] + [BASELINE]
+        """The `race.top` best searched configurations and the baseline, less those whose race runs failed."""
+        failed = self.failed(RACE)
+        return [c for c in [item.config for _, item in self.ranked_search()[:self.settings.race.top]] + [BASELINE]
+                if c not in failed]
 
     def race_scores(self) -> dict[str, dict[int, float]]:
         """config -> seed -> full-horizon score of each raced configuration: its search seeds, then its race runs."""
@@ -153,7 +171,9 @@ class StageView:
                     min_seeds=s.race.min_seeds, test=s.race.test)
 
     def finalists(self, state: RaceState) -> list[str]:
-        return [c for c in state.survivors if c != BASELINE][:self.settings.confirm.finalists]
+        """The race's best survivors, less those whose confirmation runs failed (the next survivor takes the place)."""
+        failed = self.failed(CONFIRM)
+        return [c for c in state.survivors if c != BASELINE and c not in failed][:self.settings.confirm.finalists]
 
     def verdict(self, finalists: list[str]) -> Verdict | None:
         """The confirmation's verdict once every finalist and the baseline have every fresh seed."""
@@ -165,6 +185,52 @@ class StageView:
         return confirm({int(f): scores[f] for f in finalists}, scores[BASELINE], alpha=c.alpha, test=c.test)
 
 
+def halving_pool(trials: Sequence[FrozenTrial], rung: int) -> dict[str, float]:
+    """config -> its mean at `rung` as decided: one value per configuration, whichever of its trials (a killed
+    one or its retry, which carries the decision) recorded it."""
+    pool = {}
+    for trial in trials:
+        item = Item.of(trial)
+        decided = trial.user_attrs.get(RUNGS_ATTR, {}).get(str(rung))
+        if item is not None and item.stage == SEARCH and decided is not None:
+            pool[item.config] = float(decided[0])
+    return pool
+
+
+def promoted(score: float, others: Sequence[float], eta: int) -> bool:
+    """Asynchronous successive halving (Optuna's SuccessiveHalvingPruner's rule): in the top 1/eta of the rung's
+    values so far, itself among them (the first eta - 1 values go on if they are the best so far)."""
+    values = sorted([*others, score], reverse=True)
+    return score >= values[max(len(values) // eta, 1) - 1]
+
+
+def halving_report(trial: Any, eta: int) -> Callable[[int, float], bool]:
+    """A search trial's rung report (rookworld/sweep/rungs.py): True when the halving stops it at this rung.
+
+    A rung is decided once: the decision and the value go to the trial in one write (RUNGS_ATTR), which a retry
+    of a killed trial carries, so the retry goes on (or stops) where the original was told to, whatever the other
+    configurations reported meanwhile; the pool holds one value per configuration, so a killed trial and its
+    retry count once. `trial`: the live Optuna trial."""
+    def report(rung: int, score: float) -> bool:
+        trial.report(score, rung)
+        decided = dict(trial.user_attrs.get(RUNGS_ATTR, {}))
+        if str(rung) not in decided:
+            item = Item.of(trial)
+            assert item is not None
+            pool = halving_pool(trial.study.get_trials(deepcopy=False), rung)
+            pool.pop(item.config, None)
+            decided[str(rung)] = [score, promoted(score, list(pool.values()), eta)]
+            trial.set_user_attr(RUNGS_ATTR, decided)
+        return not decided[str(rung)][1]
+
+    return report
+
+
+def undecided_line(stage: str) -> str:
+    return (f"verdict: undecided: a {stage} run of the baseline raised {RUN_ATTEMPTS} times (infrastructure, not a "
+            f"score: the report's failures line; fix it and run the same command)")
+
+
 def no_finalist_line(state: RaceState) -> str:
     return (f"verdict: no configuration beats the baseline (the race dropped every configuration against it, "
             f"{state.rounds} seeds)")
@@ -173,7 +239,12 @@ def no_finalist_line(state: RaceState) -> str:
 def due(view: StageView) -> tuple[list[Item], str | None]:
     """(runs to enqueue that no trial holds yet, the verdict line once the confirmation is in)."""
     s = view.settings
-    held = {item.key for item in (Item.of(t) for t in view.trials) if item is not None}
+    crashed = view.crashes()
+    held = {item.key for t, item in ((t, Item.of(t)) for t in view.trials) if item is not None
+            and (t.state != TrialState.FAIL or item.key not in crashed or len(crashed[item.key]) >= RUN_ATTEMPTS)}
+    for stage in (RACE, CONFIRM):
+        if BASELINE in view.failed(stage):
+            return [], undecided_line(stage)
 
     def new(items: list[Item]) -> list[Item]:
         return [item for item in items if item.key not in held]
@@ -182,13 +253,14 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
     if baseline.key not in held:
         return [baseline], None
     if not view.search_done():
-        return (new(baseline_runs(s)) if s.baseline_ahead and view.search_started() else []), None
+        return (filler(view, new(baseline_runs(s))) if s.baseline_ahead and view.search_started() else []), None
     overrides = view.overrides()
     state = view.race_state()
     if not state.finished:
         ahead = s.race_seeds()[state.rounds + 1:state.rounds + 1 + s.race.ahead]
-        runs = [*state.pending, *((config, seed) for seed in ahead for config in state.survivors)]
-        return new([Item(RACE, config, overrides[config], (seed,)) for config, seed in runs]), None
+        needed = new([Item(RACE, config, overrides[config], (seed,)) for config, seed in state.pending])
+        later = new([Item(RACE, config, overrides[config], (seed,)) for seed in ahead for config in state.survivors])
+        return (needed or filler(view, later)), None
     finalists = view.finalists(state)
     if not finalists:
         return [], no_finalist_line(state)
@@ -198,6 +270,13 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
         return missing, None
     verdict = view.verdict(finalists)
     return [], verdict.line() if verdict is not None else None
+
+
+def filler(view: StageView, items: list[Item]) -> list[Item]:
+    """Runs that no stage needs yet (the baseline's ahead, later race rounds), one per idle worker's call and only
+    while nothing waits: a re-queued retry or a needed run starts before them."""
+    waiting = any(t.state == TrialState.WAITING for t in view.trials)
+    return [] if waiting else items[:1]
 
 
 def baseline_runs(s: StageSettings) -> list[Item]:

@@ -85,8 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"rookworld: error: {error} (or --no-mlflow)", file=sys.stderr)
         return 2
     summary = summarise_study(study, runs)
-    print(json.dumps(summary_dict(summary), indent=2, default=str) if args.json else summary_markdown(summary))
-    if args.sweep is not None:
+    if args.sweep is not None:  # a staged sweep's report first: it leads with the verdict
         from hydra.errors import ConfigCompositionException, OverrideParseException
 
         overrides = [f"sweeps={args.sweep}", *args.override]
@@ -104,6 +103,7 @@ def main(argv: list[str] | None = None) -> int:
         except (ConfigCompositionException, OverrideParseException) as error:
             print(f"rookworld: error: {describe(error, overrides, 'config')}", file=sys.stderr)
             return 2
+    print(json.dumps(summary_dict(summary), indent=2, default=str) if args.json else summary_markdown(summary))
     return 0
 
 

@@ -1,21 +1,30 @@
 """The verdict: do the finalists beat the baseline on fresh seeds?
 
-Each finalist runs with the baseline on seeds that no earlier stage used, scored on the test
-positions. Each is compared with the baseline (rookworld.sweep.paired: one-sided paired test, 95%
-bootstrap interval of the mean paired difference); with several finalists, Holm's correction keeps
-the chance of naming any false winner at most alpha. The winner is the finalist with the largest
-mean difference among those whose adjusted p <= alpha. The verdict is one line:
+Each finalist runs with the baseline on seeds that no earlier stage used, scored on the test positions (with
+eval.draw=blocks each seed on its own block). Each is compared with the baseline (rookworld.sweep.paired:
+one-sided paired test); with several finalists, Holm's correction keeps the chance of naming any false
+winner at most alpha. The winner is the finalist with the largest mean difference among those whose
+adjusted p <= alpha. The verdict is one line: the mean paired difference, the lower bound that the test
+itself gives at the finalist's Holm level (rounded down: outward), the test, its level, its adjusted p,
+and the difference it would find with power 0.8 at that level and the differences' sd (rounded up):
 
-    verdict: trial 162 beats the baseline by +0.021 (95% CI +0.012..+0.030, p = 0.002, 10 seeds)
-    verdict: no configuration beats the baseline (best +0.004, 95% CI -0.006..+0.013)
+    verdict: trial 162 beats the baseline: +0.0210, lower bound +0.012 (one-sided signed-rank test, Holm alpha 0.01, p = 0.001, 10 fresh seeds); detectable with power 0.8: +0.009
+    verdict: no configuration beats the baseline: best trial 7, -0.0004, lower bound -0.003 (one-sided signed-rank test, Holm alpha 0.01, p = 0.688, 10 fresh seeds); detectable with power 0.8: +0.004
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from rookworld.sweep.paired import Comparison, Scores, compare, holm
+import numpy as np
+
+from rookworld.sweep.paired import Comparison, Scores, compare, holm, lower_bound
+from rookworld.sweep.sample_size import detectable_difference
+
+POWER = 0.8  # the power at which the verdict states the detectable difference
+TEST_NAMES = {"wilcoxon": "signed-rank test", "t": "paired t-test"}
 
 
 @dataclass(frozen=True)
@@ -23,21 +32,32 @@ class Finalist:
     trial: int
     comparison: Comparison  # against the baseline; its p_value is the unadjusted one
     adjusted_p: float  # Holm over every finalist of the confirmation
+    level: float  # its Holm level: alpha over the finalists not yet rejected when its turn comes
+    lower: float  # the test's one-sided (1 - level) lower bound of the difference
+
+    def detectable(self, test: str) -> float:
+        """The difference the test finds with power POWER at `level` and the differences' sd."""
+        c = self.comparison
+        return detectable_difference(c.seeds, c.sd, alpha=self.level, power=POWER, test=test)
+
+    def evidence(self, test: str) -> str:
+        c = self.comparison
+        return (f"{c.mean_difference:+.4f}, lower bound {outward(self.lower, down=True)} (one-sided {TEST_NAMES[test]}, "
+                f"Holm alpha {self.level:.3g}, {_p(self.adjusted_p)}, {c.seeds} fresh seeds); detectable with power "
+                f"{POWER:g}: {outward(self.detectable(test), down=False)}")
 
 
 @dataclass(frozen=True)
 class Verdict:
     finalists: tuple[Finalist, ...]  # largest mean difference first
     winner: Finalist | None
+    test: str
 
     def line(self) -> str:
         if self.winner is not None:
-            c = self.winner.comparison
-            return (f"verdict: trial {self.winner.trial} beats the baseline by {_signed(c.mean_difference)} "
-                    f"(95% CI {_signed(c.low)}..{_signed(c.high)}, {_p(self.winner.adjusted_p)}, {c.seeds} seeds)")
-        c = self.finalists[0].comparison
-        return (f"verdict: no configuration beats the baseline (best {_signed(c.mean_difference)}, "
-                f"95% CI {_signed(c.low)}..{_signed(c.high)})")
+            return f"verdict: trial {self.winner.trial} beats the baseline: {self.winner.evidence(self.test)}"
+        best = self.finalists[0]
+        return f"verdict: no configuration beats the baseline: best trial {best.trial}, {best.evidence(self.test)}"
 
 
 def confirm(finalists: Mapping[int, Scores], baseline: Scores, *, alpha: float, test: str) -> Verdict:
@@ -47,15 +67,24 @@ def confirm(finalists: Mapping[int, Scores], baseline: Scores, *, alpha: float, 
         raise ValueError("a confirmation needs at least one finalist")
     comparisons = {trial: compare(scores, baseline, test=test) for trial, scores in finalists.items()}
     adjusted = holm([c.p_value for c in comparisons.values()])
-    ranked = sorted((Finalist(trial, c, p) for (trial, c), p in zip(comparisons.items(), adjusted)),
+    order = sorted(comparisons, key=lambda trial: comparisons[trial].p_value)
+    levels = {trial: alpha / (len(order) - rank) for rank, trial in enumerate(order)}
+    ranked = sorted((_finalist(trial, c, p, levels[trial], test) for (trial, c), p in zip(comparisons.items(), adjusted)),
                     key=lambda f: -f.comparison.mean_difference)
     winners = [f for f in ranked if f.adjusted_p <= alpha and f.comparison.mean_difference > 0]
-    return Verdict(tuple(ranked), winners[0] if winners else None)
+    return Verdict(tuple(ranked), winners[0] if winners else None, test)
 
 
-def _signed(value: float) -> str:
-    text = f"{value:+.3f}"
-    return "+0.000" if text == "-0.000" else text
+def _finalist(trial: int, comparison: Comparison, adjusted_p: float, level: float, test: str) -> Finalist:
+    return Finalist(trial, comparison, adjusted_p, level, lower_bound(np.array(comparison.differences), level, test))
+
+
+def outward(value: float, *, down: bool) -> str:
+    """`value` to three decimals with its sign, rounded away from what it bounds (down for a lower bound)."""
+    if math.isinf(value):
+        return "none (too few seeds for the level)"
+    rounded = (math.floor if down else math.ceil)(round(value * 1000, 9)) / 1000
+    return f"{rounded:+.3f}".replace("-0.000", "+0.000")
 
 
 def _p(p_value: float) -> str:

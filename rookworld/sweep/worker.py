@@ -52,8 +52,8 @@ from rookworld.sweep.lock import storage_lock
 from rookworld.sweep.rungs import ItemResult, ItemRun
 from rookworld.sweep.settings import SweepSettings
 from rookworld.sweep.space import SearchSpace, make_sampler
-from rookworld.sweep.stages import (SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView, due,
-                                    is_search)
+from rookworld.sweep.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView,
+                                    due, halving_report, is_search)
 from rookworld.sweep.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
                                    resolve_stale_trials, trial_id)
 from rookworld.sweep.summary import OBJECTIVE_SE_METRIC
@@ -212,7 +212,7 @@ class Worker:
         """Under the lock: enqueue the runs the stages need next, store the verdict once it is in; the trials."""
         stages = self.spec.settings.stages
         assert stages is not None
-        view = StageView.of(trials, stages, self.spec.settings.n_trials, self.penalty)
+        view = StageView.of(trials, stages, self.spec.settings.n_trials)
         items, verdict = due(view)
         for item in items:
             self.study.enqueue_trial({}, user_attrs=item.attrs())
@@ -247,24 +247,21 @@ class Worker:
         bound = trial_id(self.storage, s.study_name, trial.number)
         item = Item.of(self.storage.get_trial(bound))
         assert item is not None
-        pruner = optuna.pruners.SuccessiveHalvingPruner(min_resource=stages.rungs[0], reduction_factor=stages.eta,
-                                                        min_early_stopping_rate=0, bootstrap_count=0)
 
         def run_job(overrides: list[str], subdir: str) -> JobReturn:
             return self.run_job([*self.spec.space.fixed, *overrides, f"trial.number={trial.number}",
                                  f"hydra.sweep.dir='{self.spec.launch_dir}'",
                                  f"hydra.sweep.subdir=trial_{trial.number}/{subdir}"], trial.number)
 
-        def report(rung: int, score: float) -> bool:
-            trial.report(score, rung)
-            return pruner.prune(self.study, self.storage.get_trial(bound))
-
         def record(result: ItemResult) -> None:
             self.storage.set_trial_user_attr(bound, SCORES_ATTR, result.scores)
             self.storage.set_trial_user_attr(bound, SECONDS_ATTR, result.seconds)
+            if result.problems:
+                self.storage.set_trial_user_attr(bound, PROBLEMS_ATTR, result.problems)
 
         root = Path(absolute_path(stages.checkpoint_dir, self.spec.base_dir))
-        result = ItemRun(item, stages, root, self.penalty, run_job, report, record, _job_error).run()
+        result = ItemRun(item, stages, root, self.penalty, run_job, halving_report(trial, stages.eta), record,
+                         _job_error).run()
         if result.failure is not None:
             log.warning("trial %d failed: %s", trial.number, result.failure)
             self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, result.failure)
