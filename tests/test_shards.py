@@ -86,3 +86,13 @@ def test_a_resume_with_other_settings_is_refused_in_one_line(tmp_path: Path, cap
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.count("\n") == 1
     assert "other settings" in err and "300" in err and "500" in err
+
+
+def test_a_larger_target_extends_a_finished_run(tmp_path: Path) -> None:
+    folder, settings = tmp_path / "run", ["--nodes", "300", "--max-plies", "8", "--games-per-shard", "1"]
+    annotate.main(["--selfplay", "10", *settings, "--shards", str(folder)])
+    first = json.loads((folder / DONE_FILE).read_text())
+    annotate.main(["--selfplay", "30", *settings, "--shards", str(folder)])
+    extended = json.loads((folder / DONE_FILE).read_text())
+    assert first["positions"] >= 10 and extended["positions"] >= 30 and extended["shards"] > first["shards"]
+    assert sum(part["positions"] for part in extended["splits"].values()) == extended["positions"]

@@ -35,8 +35,8 @@ class GameSettings:
     endgame_start_fraction: float = 0.2  # games that start from a random few-piece position
     resign_eval: float = 8.0  # pawns: a game this lopsided for resign_plies plies in a row ends
     resign_plies: int = 4
-    validation_fraction: float = 0.01  # of games: held out for validation
-    test_fraction: float = 0.01  # of games: held out for the final test
+    validation_fraction: float = 0.0125  # of games: held out for validation (>= 10k positions of 1.15M)
+    test_fraction: float = 0.0125  # of games: held out for the final test
     rl_fraction: float = 0.05  # of games: the RL split (never in supervised training)
 
 

@@ -3,6 +3,7 @@
 A run folder holds
 
     run.json                         the settings the run was started with; a resume with others is refused
+                                     (a larger target is no other setting: it extends the run)
     <split>/shard-NNNNN.jsonl.gz     the positions of games [N*G, (N+1)*G) (G = games per shard) in <split>
     done.json                        how many shards are complete, their positions, the throughput so far
     <split>.jsonl.gz                 a split's shards joined, written when the run reaches its target
@@ -128,9 +129,8 @@ def run_shards(folder: str | Path, target: int, *, workers: int, seed: int, game
     is complete when the limit has passed (a later call resumes there); the splits are joined only at
     the target."""
     folder = Path(folder)
-    check_run_settings(folder, {"seed": seed, "games_per_shard": games_per_shard, "target": target,
-                                "engine": {k: v for k, v in engine_kwargs.items() if k not in ("path", "timeout",
-                                                                                                "cache_size")},
+    engine = {key: value for key, value in engine_kwargs.items() if key not in ("path", "timeout", "cache_size")}
+    check_run_settings(folder, {"seed": seed, "games_per_shard": games_per_shard, "engine": engine,
                                 "games": asdict(settings)})
     done = completed(folder)
     if done["positions"] < target:
@@ -207,7 +207,7 @@ def _write_shard(folder: Path, shard: int, rows: dict[str, list[dict]], done: di
         write_jsonl(tmp, records)
         os.replace(tmp, path)
     positions = done["positions"] + sum(map(len, rows.values()))
-    done = {**done, "shards": shard + 1, "positions": positions, "wall_seconds": round(wall_seconds, 3),
+    done = {**{key: value for key, value in done.items() if key != "splits"}, "shards": shard + 1, "positions": positions, "wall_seconds": round(wall_seconds, 3),
             "by_split": {split: done.get("by_split", {}).get(split, 0) + len(rows[split]) for split in rows}}
     done["engine_seconds"] = round(done["engine_seconds"], 3)
     _write_json_atomically(folder / DONE_FILE, done)
