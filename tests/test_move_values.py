@@ -9,13 +9,15 @@ import chess
 import pytest
 
 from rookworld.components import require_move_values
+from rookworld.evaluate import evaluate, skill_metrics
+from rookworld.model.sampling import PlainDecoder
 from rookworld.config import ConfigError
 from rookworld.data.move_cases import random_game_positions
 from rookworld.data.positions import load_policy_problems
 from rookworld.rewards import GraduatedReward, MoveValueReward
 from rookworld.specs.data import BundledData
 from rookworld.tasks import (Candidate, MissingActionValues, PolicyTruth, arbiter_problem, arbiter_truth,
-                             policy_problem, render_arbiter_completion)
+                             policy_problem, render_arbiter_completion, score_heldout)
 from rookworld.tasks.move_values import MOVE_VALUE_CRITERIA, move_losses, win_probability
 from rookworld.tasks.policy import format_eval
 
@@ -254,3 +256,60 @@ def test_a_move_value_run_names_the_data_file_whose_positions_lack_values(tmp_pa
         require_move_values(problems, data, "train")
     with pytest.raises(ConfigError, match="the bundled test positions has none"):
         require_move_values(load_policy_problems("test")[:1], data, "test")
+
+
+# ---- the held-out chess-skill metrics (rookworld/evaluate.py) ---------------------------------
+
+SCHOLAR_VALUES = {"f3f7": 999.99, "b1c3": 0.6, "c4f7": -1.2}
+START_SKILL_VALUES = {"e2e4": 0.31, "d2d4": 0.29}
+
+
+def hand_truth(fen: str, fixed: dict[str, float], rest: float | None) -> PolicyTruth:
+    values = None if rest is None else tuple(Candidate(m.uci(), fixed.get(m.uci(), rest))
+                                             for m in chess.Board(fen).legal_moves)
+    best = max(fixed, key=fixed.get)
+    return PolicyTruth(fen, (Candidate(best, fixed[best]),), action_values=values)
+
+
+def test_the_skill_metrics_of_hand_made_completions_are_those_the_docs_define():
+    """Expected values from the formulas of docs/rewards.md, worked by hand (win(+0.6) = 0.55501,
+    win(+0.31) = 0.52850, win(+0.29) = 0.52667)."""
+    scholar, start = hand_truth(SCHOLAR, SCHOLAR_VALUES, -2.0), hand_truth(chess.STARTING_FEN, START_SKILL_VALUES, 0.0)
+    unvalued = hand_truth(SCHOLAR, SCHOLAR_VALUES, None)
+    answered = [(scholar, "f3f7"), (scholar, "b1c3"), (start, "d2d4"), (start, "e1e2"), (unvalued, None)]
+    rows = [score_heldout(policy_problem(truth), "garbage" if best is None else
+                          completion([best], ["0.0"], best, truth.fen)) for truth, best in answered]
+    metrics, notes = skill_metrics(rows)
+    expected = {
+        "win_prob_loss": (0 + 0.44499 + (0.52850 - 0.52667) + 0.52850) / 4,  # e1e2 is illegal: loses win(+0.31)
+        "win_prob_loss_n": 4,
+        "blunder": 2 / 4, "blunder_se": 0.28868,  # sd of [0, 1, 0, 1] / sqrt(4)
+        "cp_loss_median": (2 + 940) / 2,  # losses 0, 1000 - 60, 31 - 29, 31 + 1000
+        "mate_in_one": 1 / 3, "mate_in_one_n": 3,  # the three Scholar's-mate positions
+        "only_move": 1 / 2, "only_move_n": 2,  # f3f7 (1.0) beats b1c3 (0.555) by >= 0.30: only there
+        "best_move": 1 / 5, "best_move_n": 5,
+    }
+    assert {k: round(metrics[f"eval/P/{k}"], 4) for k in expected} == {k: round(v, 4) for k, v in expected.items()}
+    assert 0 < metrics["eval/P/cp_loss_median_se"] < 1031
+    assert notes == ["eval/P/win_prob_loss, eval/P/cp_loss_median, eval/P/blunder, eval/P/only_move are over the "
+                     "4 of 5 held-out P: positions that have action_values"]
+
+
+def test_without_action_values_the_value_metrics_are_left_out_with_a_note():
+    rows = [score_heldout(policy_problem(hand_truth(SCHOLAR, SCHOLAR_VALUES, None)), completion(["f3f7"], ["0"], "f3f7", SCHOLAR))]
+    metrics, notes = skill_metrics(rows)
+    assert metrics == {"eval/P/best_move": 1.0, "eval/P/best_move_se": 0.0, "eval/P/best_move_n": 1.0,
+                       "eval/P/mate_in_one": 1.0, "eval/P/mate_in_one_se": 0.0, "eval/P/mate_in_one_n": 1.0}
+    assert len(notes) == 1 and notes[0].endswith("left out: none of the 1 held-out P: positions has action_values "
+                                                 "(docs/rewards.md: the move-value data)")
+
+
+def test_an_evaluation_reports_the_skill_metrics(tiny_model):
+    model, tokenizer = tiny_model
+    problems = [policy_problem(hand_truth(SCHOLAR, SCHOLAR_VALUES, -2.0)),
+                policy_problem(hand_truth(chess.STARTING_FEN, START_SKILL_VALUES, 0.0))]
+    result = evaluate(PlainDecoder(model), tokenizer, problems, MoveValueReward(), {"P": 24, "A": 24}, 2, 2)
+    for key in ("win_prob_loss", "cp_loss_median", "blunder", "mate_in_one", "only_move", "best_move"):
+        assert {f"eval/P/{key}", f"eval/P/{key}_se", f"eval/P/{key}_n"} <= result.metrics.keys()
+    assert result.notes == [] and result.metrics["eval/P/mate_in_one_n"] == 1.0
+    assert "move_value" not in result.samples[0] and result.samples[0]["reward"] >= -0.3
