@@ -330,7 +330,8 @@ def summary(spec: PlaySpec, metrics: dict[str, float]) -> list[str]:
                      f"(95% {metrics[k + '/score_lo']:.3f}..{metrics[k + '/score_hi']:.3f}; +{metrics[k + '/wins']:.0f} "
                      f"={metrics[k + '/draws']:.0f} -{metrics[k + '/losses']:.0f})")
     if "play/elo" in metrics:
-        low, high = min(p.anchors.values()) - ELO_MARGIN, max(p.anchors.values()) + ELO_MARGIN
+        played = [p.anchors[nodes] for nodes in p.levels]
+        low, high = min(played) - ELO_MARGIN, max(played) + ELO_MARGIN
         edge = " (the fit's edge: below every level)" if metrics["play/elo"] <= low else \
             " (the fit's edge: above every level)" if metrics["play/elo"] >= high else ""
         lines.append(f"Elo {metrics['play/elo']:.0f} (95% {metrics['play/elo_lo']:.0f}..{metrics['play/elo_hi']:.0f}) "

@@ -6,7 +6,8 @@ from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 
 from rookworld.config import ConfigError, load_play
-from rookworld.play import EnginePlayer, Game, fit_elo, level_games, openings, play_games, run, wilson_interval
+from rookworld.play import (EnginePlayer, Game, fit_elo, level_games, model_metrics, openings, play_games, run, summary,
+                            wilson_interval)
 from train_helpers import CONF_DIR
 
 STOCKFISH = "/usr/games/stockfish"
@@ -107,3 +108,13 @@ def test_the_shipped_model_plays_short_games_and_the_counts_add_up(tmp_path):
 def test_a_level_without_an_anchor_fails_in_one_line(tmp_path):
     with pytest.raises(ConfigError, match=r"play.anchors=.*has no Elo for the level\(s\) \[5\]"):
         load_play(play_config(tmp_path, "play.levels=[1,5]", "tracking=none"))
+
+
+def test_a_model_that_loses_every_game_is_reported_below_every_level(tmp_path, engine):
+    spec = load_play(play_config(tmp_path, "tracking=none"))
+    games = level_games(Scripted("model", [None] * 4), engine, openings(2, 6, seed=0), "nodes_1", 10)
+    play_games(games)
+    metrics = model_metrics(games, [], {1: 0.0}, {"nodes_1": 1})
+    assert (metrics["play/legal_move_rate"], metrics["play/illegal_loss_share"], metrics["play/nodes_1/losses"]) == (0.0, 1.0, 4)
+    assert metrics["play/elo"] == -1000.0 and metrics["play/elo_hi"] < 0.0
+    assert summary(spec, metrics)[-1].endswith("on the levels' scale (the fit's edge: below every level)")
