@@ -8,18 +8,21 @@ import re
 import chess
 import pytest
 
-from rookworld.components import require_move_values
+from rookworld.components import build_trainer, require_move_values
+from rookworld.config import ConfigError, load_run
 from rookworld.evaluate import evaluate, skill_metrics
 from rookworld.model.sampling import PlainDecoder
-from rookworld.config import ConfigError
 from rookworld.data.move_cases import random_game_positions
-from rookworld.data.positions import load_policy_problems
+from rookworld.data.positions import BUNDLED, load_policy_problems
 from rookworld.rewards import GraduatedReward, MoveValueReward
 from rookworld.specs.data import BundledData
 from rookworld.tasks import (Candidate, MissingActionValues, PolicyTruth, arbiter_problem, arbiter_truth,
                              policy_problem, render_arbiter_completion, score_heldout)
 from rookworld.tasks.move_values import MOVE_VALUE_CRITERIA, move_losses, win_probability
 from rookworld.tasks.policy import format_eval
+from rookworld.tracking import make_tracker
+from rookworld.train import run
+from train_helpers import tiny_config
 
 reward = MoveValueReward()
 SCHOLAR = "r1bqkbnr/pppp1ppp/2n5/4p3/2B1P3/5Q2/PPPP1PPP/RNB1K1NR w KQkq - 4 4"  # f3f7 mates
@@ -313,3 +316,34 @@ def test_an_evaluation_reports_the_skill_metrics(tiny_model):
         assert {f"eval/P/{key}", f"eval/P/{key}_se", f"eval/P/{key}_n"} <= result.metrics.keys()
     assert result.notes == [] and result.metrics["eval/P/mate_in_one_n"] == 1.0
     assert "move_value" not in result.samples[0] and result.samples[0]["reward"] >= -0.3
+
+
+# ---- a training run with reward=move_value -----------------------------------------------------
+
+def valued_records(path, count: int) -> str:
+    """The first `count` bundled test positions with hand-made action values: each candidate its eval,
+    every other legal move half a pawn below the worst candidate."""
+    rows = [json.loads(line) for line in open(BUNDLED["policy_test"])][:count]
+    for row in rows:
+        evals = {c["move"]: c["eval"] for c in row["candidates"]}
+        floor = min(evals.values()) - 0.5
+        row["action_values"] = sorted(([m.uci(), evals.get(m.uci(), floor)] for m in chess.Board(row["fen"]).legal_moves),
+                                      key=lambda pair: -pair[1])
+    return write(path, rows)
+
+
+def test_a_run_with_reward_move_value_trains_and_evaluates_on_valued_positions(tmp_path, capsys):
+    train, heldout = valued_records(tmp_path / "train.jsonl", 8), valued_records(tmp_path / "heldout.jsonl", 4)
+    result = run(tiny_config(tmp_path, "reward=move_value", "task_mix=policy_only", "steps=1", "eval.num_arbiter=0",
+                             "grpo.reward_aggregation=normalize_then_sum", "grpo.reward_norm.enabled=false",
+                             f"data.policy_train={train}", f"data.policy_validation={heldout}",
+                             f"data.arbiter_train={BUNDLED['policy_train']}"))
+    assert result.outcome == "success"
+    assert {"eval/P/win_prob_loss", "eval/P/cp_loss_median", "eval/P/blunder"} <= result.final_eval.keys()
+    assert "eval note" not in capsys.readouterr().out
+
+
+def test_a_run_with_reward_move_value_on_positions_without_values_fails_before_the_model_loads(tmp_path):
+    with pytest.raises(ConfigError, match="reward=move_value needs action_values on every P: position: the bundled "
+                                          "train positions has none for"):
+        build_trainer(load_run(tiny_config(tmp_path, "reward=move_value")), make_tracker(tiny_config(tmp_path)))
