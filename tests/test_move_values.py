@@ -337,7 +337,8 @@ def test_a_run_with_reward_move_value_trains_and_evaluates_on_valued_positions(t
     result = run(tiny_config(tmp_path, "reward=move_value", "task_mix=policy_only", "steps=1", "eval.num_arbiter=0",
                              "grpo.reward_aggregation=normalize_then_sum", "grpo.reward_norm.enabled=false",
                              f"data.policy_train={train}", f"data.policy_validation={heldout}",
-                             f"data.arbiter_train={BUNDLED['policy_train']}"))
+                             f"data.arbiter_train={BUNDLED['policy_train']}", "data.arbiter_pool_size=1",
+                             "data.arbiter_pool_walks=500"))  # A: is not trained: the smallest stream
     assert result.outcome == "success"
     assert {"eval/P/win_prob_loss", "eval/P/cp_loss_median", "eval/P/blunder"} <= result.final_eval.keys()
     assert "eval note" not in capsys.readouterr().out
