@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from rookworld.tasks import (ARBITER_CRITERIA, CRITERIA, DEFAULT_EVAL_SCALE, EXACT_CRITERIA,  # noqa: F401
                              MOVE_VALUE_CRITERIA, POLICY_CRITERIA, Problem, move_value_scores, parse_policy,
-                             require_action_values,                              score_completion)  # CRITERIA: re-exported for callers of rookworld.rewards
+                             require_action_values, score_completion)  # CRITERIA: re-exported for callers
 
 
 @dataclass(frozen=True)
