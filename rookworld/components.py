@@ -16,7 +16,8 @@ from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
 from rookworld.specs.kl import KL, KLFixed
 from rookworld.specs.model import Model
-from rookworld.specs.rules import require, resolve_device
+from rookworld.specs.reward import MoveValue
+from rookworld.specs.rules import ConfigError, require, resolve_device
 from rookworld.specs.run import RunSpec
 from rookworld.trainer import Trainer
 
@@ -26,10 +27,24 @@ def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     device = resolve_device(spec.device)
     parts = heldout_problems(spec.eval.split, spec.data)
     heldout = eval_problems(spec.eval, *parts, seed=spec.seed)  # its errors before the model loads
+    sampler = make_sampler(spec)
+    if isinstance(spec.reward, MoveValue):
+        require_move_values(sampler.problems["P"], spec.data, "train")
+        require_move_values(heldout, spec.data, spec.eval.split)
     policy, tokenizer = load_policy(spec.model, device)
     return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, spec.kl, device),
-                   reward_fn=spec.reward.build(), sampler=make_sampler(spec), heldout=heldout,
+                   reward_fn=spec.reward.build(), sampler=sampler, heldout=heldout,
                    tracker=tracker, hooks=list(hooks or []))
+
+
+def require_move_values(problems: list, data: Data, split: str) -> None:
+    """reward=move_value scores P: answers from every legal move's value: a ConfigError naming the data file
+    and the first P: position of `problems` (of part `split`) without action values."""
+    missing = next((p for p in problems if p.task == "P" and p.truth.action_values is None), None)
+    if missing is not None:
+        where = data.as_mapping().get(f"policy_{split}") or f"the {data.kind} {split} positions"
+        raise ConfigError(f"reward=move_value needs action_values on every P: position: {where} has none for "
+                          f"{missing.truth.fen!r} (docs/rewards.md: the move-value data)")
 
 
 def heldout_problems(split: str, data: Data) -> tuple[list, list]:

@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
 from rookworld.specs.bench import Bench, BenchSpec
+from rookworld.specs.play import PlaySpec
 from rookworld.specs.rules import ConfigError, require  # noqa: F401  (re-exported: the one-line error of every command)
 from rookworld.specs.run import RunSpec
 from rookworld.specs.sft import SftSpec
@@ -47,6 +48,11 @@ def load_run(cfg: DictConfig) -> RunSpec:
 def load_sft(cfg: DictConfig) -> SftSpec:
     """The SftSpec of a composed conf/sft.yaml."""
     return spec_of(SftSpec, _plain(cfg))
+
+
+def load_play(cfg: DictConfig) -> PlaySpec:
+    """The PlaySpec of a composed conf/play.yaml."""
+    return spec_of(PlaySpec, _plain(cfg))
 
 
 def load_bench(cfg: DictConfig) -> BenchSpec:

@@ -21,13 +21,26 @@ The per-field rates are the reward criteria of each task (rookworld/tasks/, docs
                  so runs with different mixes compare; this is what sweeps optimise)
   eval/score_se = the standard error of eval/score from the per-problem task scores:
                  ½·sqrt(s_P²/n_P + s_A²/n_A) (sample variances; a set of fewer than 2 problems adds 0)
+Chess skill (rookworld/tasks/move_values.py, docs/rewards.md), each with `<name>_se`, its standard error,
+and `<name>_n`, the positions it is measured on; a missing, unparsable or illegal B: move loses the game
+(win probability 0, -1000 centipawns):
+  eval/P/best_move_se       the standard error of eval/P/best_move
+  eval/P/mate_in_one        the B: move mates, over the positions that have a mate in one (python-chess)
+  with action values only (else left out, and EvalResult.notes says so):
+  eval/P/win_prob_loss      mean win-probability loss of the B: move against the best move (lower is better)
+  eval/P/cp_loss_median     median centipawn loss (values clipped to +-1000 cp); its _se is a seeded bootstrap's
+  eval/P/blunder            share of B: moves losing >= 0.30 win probability (Lichess's blunder)
+  eval/P/only_move          the B: move is the best one, over the positions whose best move beats the second
+                            by >= 0.30 win probability
 EvalResult.problem_scores: each problem's own task score (the eval/P/score or eval/A/score formula on
 its criteria), in problem order: the paired values the Wilcoxon pruner compares across trials.
 """
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems
@@ -38,14 +51,20 @@ class EvalResult:
     metrics: dict[str, float]
     samples: list[dict] = field(default_factory=list)
     problem_scores: list[float] = field(default_factory=list)  # each problem's task score, in problem order
+    notes: list[str] = field(default_factory=list)  # what the metrics leave out and why
 
     @property
     def score(self) -> float:
         return self.metrics["eval/score"]
 
 
+SKILL_MEANS = ("best_move", "mate_in_one", "win_prob_loss", "blunder", "only_move")  # reported with _se and _n
+VALUE_METRICS = ("win_prob_loss", "cp_loss_median", "blunder", "only_move")        # need action values
+BOOTSTRAP_RESAMPLES = 1000
+
+
 def _mean_by_key(rows: list[dict[str, float]]) -> dict[str, float]:
-    keys = {k for row in rows for k in row}
+    keys = {k for row in rows for k in row} - {"cp_loss"}  # the centipawn loss is reported by its median
     return {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in sorted(keys)}
 
 
@@ -86,9 +105,48 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
     for task, task_rows in rows.items():
         if task_rows:
             metrics.update({f"eval/{task}/{k}": v for k, v in _mean_by_key(task_rows).items()})
+    skill, notes = skill_metrics(rows["P"])
+    metrics.update(skill)
     metrics.update(task_scores(metrics))
     metrics["eval/score_se"] = score_standard_error([p.task for p in problems], problem_scores)
-    return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores)
+    return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores, notes=notes)
+
+
+def skill_metrics(policy_rows: list[dict[str, float]]) -> tuple[dict[str, float], list[str]]:
+    """The chess-skill metrics of the held-out P: rows (score_heldout's), each with its standard error and
+    count, and the notes on what is left out (positions without action values)."""
+    metrics: dict[str, float] = {}
+    for key in SKILL_MEANS:
+        values = [row[key] for row in policy_rows if key in row]
+        if values:
+            metrics.update({f"eval/P/{key}": statistics.fmean(values), f"eval/P/{key}_se": _standard_error(values),
+                            f"eval/P/{key}_n": float(len(values))})
+    losses = [row["cp_loss"] for row in policy_rows if "cp_loss" in row]
+    if losses:
+        metrics.update({"eval/P/cp_loss_median": float(np.median(losses)),
+                        "eval/P/cp_loss_median_se": _bootstrap_median_se(losses),
+                        "eval/P/cp_loss_median_n": float(len(losses))})
+    if not policy_rows or len(losses) == len(policy_rows):
+        return metrics, []
+    names = ", ".join(f"eval/P/{k}" for k in VALUE_METRICS)
+    if not losses:
+        return metrics, [f"{names} left out: none of the {len(policy_rows)} held-out P: positions has action_values "
+                         "(docs/rewards.md: the move-value data)"]
+    return metrics, [f"{names} are over the {len(losses)} of {len(policy_rows)} held-out P: positions that have "
+                     "action_values"]
+
+
+def _standard_error(values: list[float]) -> float:
+    return statistics.stdev(values) / len(values) ** 0.5 if len(values) >= 2 else 0.0
+
+
+def _bootstrap_median_se(values: list[float]) -> float:
+    """The standard deviation of the median over seeded bootstrap resamples (the same values give the same error)."""
+    if len(values) < 2:
+        return 0.0
+    data = np.asarray(values, dtype=np.float64)
+    resamples = np.random.default_rng(0).choice(data, size=(BOOTSTRAP_RESAMPLES, len(data)), replace=True)
+    return float(np.median(resamples, axis=1).std(ddof=1))
 
 
 def score_standard_error(tasks: list[str], values: list[float]) -> float:
@@ -115,7 +173,8 @@ def describe_change(before: EvalResult, after: EvalResult, tasks: list[str], at_
     verdict = "improved" if change > paired else "no gain beyond the standard error"
     better, worse = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
     moved = {k: (before.metrics[k], v) for k, v in after.metrics.items()
-             if k in before.metrics and k.count("/") >= 2 and abs(v - before.metrics[k]) >= 5e-4}
+             if k in before.metrics and k.count("/") >= 2 and not k.endswith(("_se", "_n"))
+             and abs(v - before.metrics[k]) >= 5e-4}
     rose = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b > a]
     fell = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b < a]
     return (f"{verdict} after {at_step} steps: eval/score {before.score:.4f} -> {after.score:.4f} "

@@ -15,14 +15,20 @@ format and parser in rookworld/tasks/ (docs/rewards.md):
   <task>/malformed 1 when the completion does not parse (then every other component is 0)
 GraduatedReward: total = malformed_penalty if malformed else sum(weight * component) (max 1.0).
 ExactReward: total = 1.0 iff the whole answer is right, malformed_penalty if malformed, else 0.0.
+MoveValueReward: P: from the engine value of every legal move (rookworld/tasks/move_values.py):
+  P/move_value     exp(-loss / loss_scale) of a legal B: move, loss = its win-probability loss to the best move
+  P/candidates     the listed moves' exp(-loss / loss_scale) against the k best moves', padding costs
+  P/eval_accuracy  as above, each listed move's E: against its own engine value
+  total = malformed_penalty if malformed else the weighted sum; A: exactly GraduatedReward's.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
-from rookworld.tasks import (ARBITER_CRITERIA, CRITERIA, DEFAULT_EVAL_SCALE, EXACT_CRITERIA, POLICY_CRITERIA,  # noqa: F401
-                             Problem, score_completion)  # CRITERIA: re-exported for callers of rookworld.rewards
+from rookworld.tasks import (ARBITER_CRITERIA, CRITERIA, DEFAULT_EVAL_SCALE, EXACT_CRITERIA,  # noqa: F401
+                             MOVE_VALUE_CRITERIA, POLICY_CRITERIA, Problem, move_value_scores, parse_policy,
+                             require_action_values, score_completion)  # CRITERIA: re-exported for callers
 
 
 @dataclass(frozen=True)
@@ -31,9 +37,9 @@ class RewardResult:
     components: dict[str, float]
 
 
-def _components(task: str, scores: dict[str, float] | None) -> dict[str, float]:
+def _components(task: str, scores: dict[str, float] | None, criteria: tuple[str, ...] | None = None) -> dict[str, float]:
     components = {f"{task}/malformed": float(scores is None)}
-    for name in CRITERIA[task]:
+    for name in criteria or CRITERIA[task]:
         components[f"{task}/{name}"] = 0.0 if scores is None else scores[name]
     return components
 
@@ -95,6 +101,47 @@ class ExactReward:
         return RewardResult(float(all(scores[name] == 1.0 for name in required)), components)
 
 
+class MoveValueReward:
+    """P: partial credit from the engine value of every legal move (the problem's action values; a
+    position without them is a MissingActionValues error): the weighted sum of format, legal_best,
+    move_value, candidates and eval_accuracy, each in [0, 1], weights summing to 1.0; malformed_penalty
+    when the completion does not parse. A: GraduatedReward's criteria and weights."""
+
+    def __init__(self, malformed_penalty: float = -0.3, eval_scale: float = DEFAULT_EVAL_SCALE,
+                 loss_scale: float = 0.2, policy_format: float = 0.1, policy_legal_best: float = 0.1,
+                 policy_move_value: float = 0.5, policy_candidates: float = 0.15,
+                 policy_eval_accuracy: float = 0.15, arbiter_format: float = 0.1, arbiter_next_state: float = 0.6,
+                 arbiter_reward: float = 0.1, arbiter_terminated: float = 0.1, arbiter_truncated: float = 0.1) -> None:
+        self.malformed_penalty = _check_penalty("MoveValueReward.malformed_penalty", malformed_penalty)
+        self.eval_scale = _check_positive("MoveValueReward.eval_scale", eval_scale)
+        self.loss_scale = _check_positive("MoveValueReward.loss_scale", loss_scale)
+        self.policy_weights = _check_weights("policy", dict(zip(MOVE_VALUE_CRITERIA, (
+            policy_format, policy_legal_best, policy_move_value, policy_candidates, policy_eval_accuracy))),
+            "MoveValueReward")
+        self.arbiter = GraduatedReward(malformed_penalty=malformed_penalty, arbiter_format=arbiter_format,
+                                       arbiter_next_state=arbiter_next_state, arbiter_reward=arbiter_reward,
+                                       arbiter_terminated=arbiter_terminated, arbiter_truncated=arbiter_truncated)
+
+    def criterion_weights(self) -> tuple[list[str], list[float]]:
+        """As GraduatedReward.criterion_weights, with the P: criteria of this reward."""
+        names, weights = self.arbiter.criterion_weights()
+        arbiter = [(n, w) for n, w in zip(names, weights) if n.startswith("A/")]
+        policy = [(f"P/{n}", w) for n, w in {**self.policy_weights, "malformed": self.malformed_penalty}.items()]
+        return [n for n, _ in policy + arbiter], [w for _, w in policy + arbiter]
+
+    def __call__(self, problem: Problem, completion: str) -> RewardResult:
+        if problem.task != "P":
+            return self.arbiter(problem, completion)
+        require_action_values(problem.truth)  # a position without values fails whatever the completion
+        answer = parse_policy(completion)
+        if answer is None:
+            return RewardResult(self.malformed_penalty, _components("P", None, MOVE_VALUE_CRITERIA))
+        scores = move_value_scores(problem.truth, answer, self.eval_scale, self.loss_scale)
+        components = _components("P", scores, MOVE_VALUE_CRITERIA)
+        total = min(1.0, math.fsum(self.policy_weights[name] * scores[name] for name in self.policy_weights))
+        return RewardResult(total, components)
+
+
 # ---- validation --------------------------------------------------------------------------------
 
 def _check_number(name: str, value: float) -> float:
@@ -117,15 +164,15 @@ def _check_positive(name: str, value: float) -> float:
     return value
 
 
-def _check_weights(prefix: str, weights: dict[str, float]) -> dict[str, float]:
+def _check_weights(prefix: str, weights: dict[str, float], owner: str = "GraduatedReward") -> dict[str, float]:
     checked = {}
     for criterion, value in weights.items():
-        name = f"GraduatedReward.{prefix}_{criterion}"
+        name = f"{owner}.{prefix}_{criterion}"
         checked[criterion] = _check_number(name, value)
         if checked[criterion] < 0.0:
             raise ValueError(f"{name}={value}: weights must be >= 0")
     total = math.fsum(checked.values())
     if not math.isclose(total, 1.0, abs_tol=1e-6):
         listed = ", ".join(f"{prefix}_{k}={v}" for k, v in checked.items())
-        raise ValueError(f"GraduatedReward {prefix} weights sum to {total:g}, expected 1.0 ({listed})")
+        raise ValueError(f"{owner} {prefix} weights sum to {total:g}, expected 1.0 ({listed})")
     return checked

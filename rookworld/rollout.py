@@ -33,14 +33,24 @@ def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_t
                           on_finished=None) -> Rollout:
     """`decoder`: fast_sampling.make_decoder's (StaticDecoder on CUDA, else sampling.PlainDecoder);
     `on_finished`: the decoder's hook for rows whose completions are final before the end."""
-    sample = decoder.generate
     encoded: dict[str, list[int]] = {}  # the G rows of a group share one prompt: encode it once
     for problem in problems:
         if problem.prompt_text not in encoded:
             encoded[problem.prompt_text] = prompt_ids(tokenizer, problem)
-    generation = sample(
-        [encoded[p.prompt_text] for p in problems],
-        [int(max_new_tokens[p.task]) for p in problems],
+    generation = generate_for_prompts(
+        decoder, tokenizer, [encoded[p.prompt_text] for p in problems], [int(max_new_tokens[p.task]) for p in problems],
+        greedy=greedy, temperature=temperature, top_k=top_k, top_p=top_p, generator=generator,
+        on_finished=on_finished)
+    return Rollout(problems=list(problems), generation=generation)
+
+
+def generate_for_prompts(decoder, tokenizer, prompts: list[list[int]], max_new_tokens: list[int], *,
+                         greedy: bool = False, temperature: float = 1.0, top_k: int = 0, top_p: float = 1.0,
+                         generator: torch.Generator | None = None, on_finished=None) -> Generation:
+    """Completions of prompt token ids (`[end-of-text] + encode(text)`), each up to its token cap."""
+    return decoder.generate(
+        prompts,
+        max_new_tokens,
         temperature=temperature,
         top_k=top_k or None,
         top_p=top_p if top_p < 1.0 else None,
@@ -50,7 +60,6 @@ def generate_for_problems(decoder, tokenizer, problems: list[Problem], max_new_t
         generator=generator,
         on_finished=on_finished,
     )
-    return Rollout(problems=list(problems), generation=generation)
 
 
 def stopped(tokenizer, gen: Generation) -> torch.Tensor:
@@ -69,7 +78,11 @@ def completion_text(tokenizer, ids: list[int]) -> str:
 
 def decode_completions(tokenizer, rollout: Rollout, rows: list[int] | None = None) -> list[str]:
     """Completion text of each row (or of `rows`) without its stop token."""
-    gen = rollout.generation
+    return decode_generation(tokenizer, rollout.generation, rows)
+
+
+def decode_generation(tokenizer, gen: Generation, rows: list[int] | None = None) -> list[str]:
+    """Completion text of each row of `gen` (or of `rows`) without its stop token."""
     ids, mask = gen.completion_ids, gen.completion_mask
     if rows is not None:
         index = torch.tensor(rows, dtype=torch.long, device=ids.device)

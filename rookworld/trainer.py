@@ -311,6 +311,9 @@ class Trainer:
                 cache.store(result)
         self.tracker.log_metrics(result.metrics, step=step)
         self.tracker.log_samples(result.samples, step=step)
+        if self.last_eval is None:  # the first evaluation of this process says what its metrics leave out
+            for note in result.notes:
+                print(f"eval note: {note}")
         self.last_eval, self.last_eval_step = result, step
         if step == 0:
             self.first_eval = result

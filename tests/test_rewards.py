@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from rookworld.data.move_cases import random_game_positions
-from rookworld.rewards import ExactReward, GraduatedReward, RewardResult
+from rookworld.rewards import ExactReward, GraduatedReward, MoveValueReward, RewardResult
 from rookworld.tasks.policy import MAX_CANDIDATES, format_eval
 from rookworld.tasks import (
     Candidate,
@@ -270,13 +270,15 @@ def test_exact_rejects_bad_penalty():
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")
-@pytest.mark.parametrize("name, cls", [("graduated", GraduatedReward), ("exact", ExactReward)])
+@pytest.mark.parametrize("name, cls", [("graduated", GraduatedReward), ("exact", ExactReward),
+                                       ("move_value", MoveValueReward)])
 def test_yaml_instantiates_with_class_defaults(name, cls):
     reward = instantiate(OmegaConf.load(CONF / f"{name}.yaml")).build()
-    assert type(reward) is cls and vars(reward) == vars(cls())
+    assert type(reward) is cls and {k: vars(v) if isinstance(v, GraduatedReward) else v for k, v in vars(reward).items()} \
+        == {k: vars(v) if isinstance(v, GraduatedReward) else v for k, v in vars(cls()).items()}
 
 
-@pytest.mark.parametrize("name", ["graduated", "exact"])
+@pytest.mark.parametrize("name", ["graduated", "exact", "move_value"])
 def test_yaml_comments_every_setting(name):
     lines = (CONF / f"{name}.yaml").read_text().splitlines()
     settings = [line for line in lines if line and not line.startswith(("#", "_target_"))]

@@ -54,8 +54,20 @@ Source = str | Path | Mapping | None
 
 
 def policy_truth_from_record(record: dict) -> PolicyTruth:
+    """The truth of an annotated position: its MultiPV candidates and, when the record has them, the
+    action values of every legal move (`"action_values": [["e2e4", 0.31], ...]`, docs/rewards.md)."""
     candidates = tuple(Candidate(c["move"], float(c["eval"])) for c in record["candidates"])
-    return PolicyTruth(fen=record["fen"], candidates=candidates)
+    values = record.get("action_values")
+    if values is not None:
+        values = tuple(_action_value(pair) for pair in values)
+    return PolicyTruth(fen=record["fen"], candidates=candidates, action_values=values)
+
+
+def _action_value(pair) -> Candidate:
+    if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) \
+            or isinstance(pair[1], bool) or not isinstance(pair[1], (int, float)):
+        raise ValueError(f"action_values entry {pair!r}: expected [\"<uci move>\", <value in pawns>]")
+    return Candidate(pair[0], float(pair[1]))
 
 
 def load_policy_problems(split: str, source: Source = None) -> list[Problem]:

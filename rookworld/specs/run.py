@@ -12,7 +12,7 @@ from rookworld.specs.guards import Guards
 from rookworld.specs.kl import KL, KLFixed, KLNone
 from rookworld.specs.model import Model
 from rookworld.specs.optimizer import Optimizer
-from rookworld.specs.reward import Graduated, Reward
+from rookworld.specs.reward import Graduated, MoveValue, Reward
 from rookworld.specs.rules import is_device, require, require_available, require_bool, resolve_device
 from rookworld.specs.sampling import Sampling
 from rookworld.specs.task_mix import TaskMix
@@ -99,8 +99,8 @@ class RunSpec:
         aggregation = self.grpo.reward_aggregation
         if aggregation != "normalize_then_sum":
             return
-        require(isinstance(self.reward, Graduated), "grpo.reward_aggregation", aggregation,
-                "needs reward=graduated (a weighted sum of criteria)")
+        require(isinstance(self.reward, (Graduated, MoveValue)), "grpo.reward_aggregation", aggregation,
+                "needs reward=graduated or move_value (a weighted sum of criteria)")
         require(not self.grpo.reward_norm.enabled, "grpo.reward_aggregation", aggregation,
                 "normalises the criteria itself: turn grpo.reward_norm.enabled off")
         require(isinstance(self.kl, KLNone) or self.kl.placement == "loss", "grpo.reward_aggregation", aggregation,

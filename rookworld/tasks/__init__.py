@@ -27,6 +27,8 @@ from rookworld.tasks.arbiter import (
     parse_arbiter,
     render_arbiter_completion,
 )
+from rookworld.tasks.move_values import (MOVE_VALUE_CRITERIA, MissingActionValues, move_value_scores,
+                                         require_action_values)
 from rookworld.tasks.dispatch import (
     CRITERIA,
     EXACT_CRITERIA,
@@ -45,5 +47,6 @@ __all__ = [
     "arbiter_prompt", "arbiter_truth", "arbiter_problem", "arbiter_problem_from_game",
     "history_with_move", "render_arbiter_completion", "parse_arbiter",
     "POLICY_CRITERIA", "ARBITER_CRITERIA", "CRITERIA", "EXACT_CRITERIA", "DEFAULT_EVAL_SCALE",
+    "MOVE_VALUE_CRITERIA", "MissingActionValues", "move_value_scores", "require_action_values",
     "parse_completion", "score_answer", "score_completion", "perfect_completion", "score_heldout",
 ]

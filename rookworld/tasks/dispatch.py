@@ -10,6 +10,7 @@ from rookworld.tasks.arbiter import EXACT_CRITERIA as ARBITER_EXACT
 from rookworld.tasks.policy import (DEFAULT_EVAL_SCALE, POLICY_CRITERIA, PolicyAnswer, eval_mae, parse_policy,
                                     policy_consistency, policy_scores, render_policy_completion)
 from rookworld.tasks.policy import EXACT_CRITERIA as POLICY_EXACT
+from rookworld.tasks.move_values import skill_scores
 from rookworld.tasks.problem import Problem
 
 CRITERIA = {"P": POLICY_CRITERIA, "A": ARBITER_CRITERIA}
@@ -53,7 +54,8 @@ def perfect_completion(problem: Problem) -> str:
 
 
 def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
-    """The reward criteria of one completion (rookworld.rewards), plus the eval MAE for P:."""
+    """The reward criteria of one completion (rookworld.rewards), plus for P: the eval MAE and the chess-skill
+    scores that apply to the position (rookworld/tasks/move_values.py)."""
     answer = parse_completion(problem, completion)
     scored = score_answer(problem, answer)
     scores = {**(scored or dict.fromkeys(CRITERIA[problem.task], 0.0)), **diagnostics(problem, answer, scored)}
@@ -61,4 +63,5 @@ def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
         mae = eval_mae(problem.truth, answer)
         if mae is not None:
             scores["eval_mae"] = mae
+        scores.update(skill_scores(problem.truth, answer))
     return scores

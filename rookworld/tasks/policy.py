@@ -10,7 +10,7 @@ import math
 import random
 import re
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from typing import ClassVar
 
 import chess
@@ -36,15 +36,25 @@ class Candidate:
 
 @dataclass(frozen=True)
 class PolicyTruth:
-    """Engine analysis of one position: candidates ranked best first for the side to move."""
+    """Engine analysis of one position: candidates ranked best first for the side to move; optionally
+    the engine value of every legal move (action_values, docs/rewards.md: the move-value data)."""
     task: ClassVar[str] = "P"
     fen: str
     candidates: tuple[Candidate, ...]
+    action_values: tuple[Candidate, ...] | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "candidates", tuple(self.candidates))
         if not self.candidates:
             raise ValueError(f"PolicyTruth for {self.fen!r} has no candidates")
+        if self.action_values is not None:
+            object.__setattr__(self, "action_values", tuple(self.action_values))
+            _check_action_values(self.fen, self.action_values)
+
+    @cached_property
+    def move_values(self) -> dict[str, float]:
+        """{move: engine value} of every legal move (pawns, side to move); empty without action values."""
+        return {c.move: c.eval for c in self.action_values or ()}
 
     @property
     def best_move(self) -> str:
@@ -65,6 +75,19 @@ class PolicyAnswer:
     moves: list[str]
     evals: list[float]
     best_move: str | None
+
+
+def _check_action_values(fen: str, values: tuple[Candidate, ...]) -> None:
+    """Every legal move exactly once, each with a finite value: a one-line ValueError otherwise."""
+    moves = [c.move for c in values]
+    legal = legal_moves(fen)
+    if len(set(moves)) != len(moves) or set(moves) != legal:
+        missing, extra = sorted(legal - set(moves)), sorted(set(moves) - legal)
+        raise ValueError(f"action_values of {fen!r} must list every legal move once "
+                         f"(missing {missing}, not legal {extra}, {len(moves) - len(set(moves))} repeated)")
+    bad = [c for c in values if not math.isfinite(c.eval)]
+    if bad:
+        raise ValueError(f"action_values of {fen!r}: {bad[0].move} has the value {bad[0].eval!r}, expected a finite number")
 
 
 def policy_prompt(fen: str) -> str:
@@ -135,8 +158,8 @@ def _parse_evals(evals_text: str) -> list[float]:
 def policy_scores(truth: PolicyTruth, answer: PolicyAnswer, eval_scale: float = DEFAULT_EVAL_SCALE) -> dict[str, float]:
     best = answer.best_move
     return {
-        "format": float(_policy_well_formed(answer)),
-        "legal_best": float(best is not None and best in _legal_moves(truth.fen)),
+        "format": float(policy_well_formed(answer)),
+        "legal_best": float(best is not None and best in legal_moves(truth.fen)),
         "best_move": float(best in truth.best_moves),
         "top5": _top5_overlap(truth, answer),
         "eval_accuracy": _eval_accuracy(truth, answer, eval_scale),
@@ -156,11 +179,11 @@ def policy_consistency(truth: PolicyTruth, answer: PolicyAnswer | None) -> dict[
     in_moves = best is not None and best in moves
     top_eval = in_moves and len(evals) == len(moves) and evals[moves.index(best)] == max(evals)
     return {"best_in_moves": float(in_moves),
-            "moves_legal": float(bool(moves) and all(m in _legal_moves(truth.fen) for m in moves)),
+            "moves_legal": float(bool(moves) and all(m in legal_moves(truth.fen) for m in moves)),
             "best_top_eval": float(top_eval)}
 
 
-def _policy_well_formed(answer: PolicyAnswer) -> bool:
+def policy_well_formed(answer: PolicyAnswer) -> bool:
     return (1 <= len(answer.moves) <= MAX_CANDIDATES
             and all(UCI_PATTERN.fullmatch(move) for move in answer.moves)
             and len(answer.evals) == len(answer.moves)
@@ -169,7 +192,7 @@ def _policy_well_formed(answer: PolicyAnswer) -> bool:
 
 
 @lru_cache(maxsize=8192)
-def _legal_moves(fen: str) -> frozenset[str]:
+def legal_moves(fen: str) -> frozenset[str]:
     return frozenset(move.uci() for move in chess.Board(fen).legal_moves)
 
 
