@@ -44,7 +44,7 @@ from rookworld.data.move_cases import (classify_position, random_endgame_board, 
                                        with_seventyfive_clock)
 from rookworld.data.phase import OPENING_MAX_FULLMOVE, game_phase
 from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, read_jsonl, write_jsonl
-from rookworld.data.selfplay import GameSettings
+from rookworld.data.selfplay import GameSettings, PlaySettings
 from rookworld.data.shards import run_shards, throughput_line
 from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
 from rookworld.tasks.arbiter import MAX_HISTORY
@@ -92,17 +92,11 @@ def pgn_samples(path: str, rng: random.Random, sample_rate: float) -> Iterator[S
                     yield Sample(board.copy(), f"pgn:{Path(path).name}", game_no)
 
 
-@dataclass
-class SelfPlayConfig:
-    temperature: float = 0.5  # pawns: softmax over MultiPV evals
-    epsilon: float = 0.03  # chance of a uniformly random legal move
+@dataclass(frozen=True)
+class SelfPlayConfig(PlaySettings):
+    """Self-play with a separate move-choice search (--play-depth): only some positions are labelled."""
     record_prob: float = 0.2  # chance that a ply's position is kept
     opening_record_prob: float = 0.4  # the same before move OPENING_MAX_FULLMOVE (many repeat)
-    max_plies: int = 160
-    max_opening_random_plies: int = 6
-    endgame_start_fraction: float = 0.2
-    resign_eval: float = 8.0  # pawns: a game this lopsided for resign_plies plies in a row ends
-    resign_plies: int = 4
 
 
 def choose_move(

@@ -25,8 +25,8 @@ SPLITS_BY_GAME = ("validation", "test", "rl", "train")  # the order of the split
 
 
 @dataclass(frozen=True)
-class GameSettings:
-    """How self-play games are played and which split a game goes to (CLI flags of annotate)."""
+class PlaySettings:
+    """How self-play games are played (CLI flags of annotate, one per field)."""
 
     temperature: float = 0.5  # pawns: softmax over the MultiPV evals
     epsilon: float = 0.03  # chance of a uniformly random legal move
@@ -35,6 +35,12 @@ class GameSettings:
     endgame_start_fraction: float = 0.2  # games that start from a random few-piece position
     resign_eval: float = 8.0  # pawns: a game this lopsided for resign_plies plies in a row ends
     resign_plies: int = 4
+
+
+@dataclass(frozen=True)
+class GameSettings(PlaySettings):
+    """Play settings and which split a game goes to (--shards)."""
+
     validation_fraction: float = 0.0125  # of games: held out for validation (>= 10k positions of 1.15M)
     test_fraction: float = 0.0125  # of games: held out for the final test
     rl_fraction: float = 0.05  # of games: the RL split (never in supervised training)
