@@ -45,7 +45,7 @@ def test_top_entropy_mask_matches_trl(quantile):
 def test_adaptive_entropy_coefficient_follows_trl_rule():
     bonus = EntropyBonus(0.01, adaptive=True, target=0.5, delta=0.004, coef_min=0.0, coef_max=0.02,
                          device=torch.device("cpu"))
-    coef, last, applied = 0.01, -math.inf, []
+    coef, last, applied = 0.01, math.inf, []  # TRL: no bonus before the first measurement
     for entropy in [0.3, 0.4, 0.7, 0.9, 0.2, 0.1, 0.1, 0.1, 0.8]:
         applied.append((bonus.applied_coef().item(), coef if last <= 0.5 else 0.0))
         bonus.update(torch.tensor(entropy))
@@ -128,7 +128,8 @@ SHAPES = ["task_mix=mixed", "kl=fixed", "kl.coef=0.1", "optimizer=sgd", "optimiz
 def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coefs):
     """The update written per row with plain forwards, from TRL's compute_loss (one process): for each
     epoch and minibatch (the trainer's shuffle, same seed), each micro-batch's loss and backward, then an
-    SGD step. Returns the policy's parameters after the update."""
+    SGD step. Unlike TRL, the top-entropy quantile and the entropy bonus's mean are the whole minibatch's
+    (TRL takes them per micro-batch). Returns the policy's parameters after the update."""
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
     gen_ids, gen_mask, gen_pos, P = batch["ids"], batch["attention"], batch["positions"], batch["P"]
     n = gen_ids.shape[0]
@@ -141,6 +142,15 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
             optimizer.zero_grad()
             tokens = batch["mask"][minibatch].sum().clamp(min=1)
             parts = minibatch.split(g["micro_batch_size"])
+            with torch.no_grad():
+                _, minibatch_entropy = token_logprobs(policy, gen_ids[minibatch], gen_mask[minibatch],
+                                                     gen_pos[minibatch], P, with_entropy=True)
+            minibatch_mask = batch["mask"][minibatch]
+            minibatch_trained = minibatch_mask.bool()
+            if g["quantile"] < 1:
+                minibatch_trained = trl_high_entropy_mask(minibatch_entropy, minibatch_mask, g["quantile"])
+            trained_tokens = minibatch_trained.sum().clamp(min=1)
+            place = {row: i for i, row in enumerate(minibatch.tolist())}
             window = [0.0, 0.0]
             for rows in parts:
                 logp, entropy = token_logprobs(policy, gen_ids[rows], gen_mask[rows], gen_pos[rows], P,
@@ -149,9 +159,7 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
                 ratio = torch.exp(logp - old[rows])
                 adv = batch["advantages"][rows][:, None]
                 per_token = -torch.min(ratio * adv, ratio.clamp(1 - 0.2, 1 + 0.28) * adv)
-                trained = mask.bool()
-                if g["quantile"] < 1:
-                    trained = trl_high_entropy_mask(entropy.detach(), mask, g["quantile"])
+                trained = minibatch_trained[[place[row] for row in rows.tolist()]]
                 per_token = per_token * trained
                 if g["correction"] != "none":
                     per_token = per_token * slow_sampler_weights(old[rows], batch["sampler_logp"][rows], mask,
@@ -165,7 +173,7 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
                 effective = trained.float()
                 if g["entropy"]:
                     applied = coef if (not g["adaptive"] or last_entropy <= g["target"]) else 0.0
-                    loss = loss - applied * (entropy * effective).sum() / effective.sum().clamp(min=1) / len(parts)
+                    loss = loss - applied * (entropy * effective).sum() / trained_tokens
                 window[0] += (entropy.detach() * effective).sum().item()
                 window[1] += effective.sum().item()
                 loss.backward()
@@ -211,7 +219,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
                 "adaptive": grpo.entropy.adaptive, "target": grpo.entropy.target, "delta": grpo.entropy.delta}
     expected = slow_update(trainer, policy, batch.ref_logp, inputs, cfg.seed, settings,
                            {"estimator": kl.estimator, "bias_correction": kl.bias_correction},
-                           (grpo.entropy.coef, -math.inf))
+                           (grpo.entropy.coef, math.inf))
     before = [p.detach().clone() for p in trainer.policy.parameters()]
     trainer.learner.update(0, batch)
     moved = sum((p - b).abs().sum().item() for p, b in zip(trainer.policy.parameters(), before))

@@ -70,6 +70,12 @@ def varying_groups(rewards: torch.Tensor, group_size: int) -> list[int]:
     return [group for group, spread in enumerate(std.tolist()) if spread >= ZERO_STD]
 
 
+def zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
+    """The share of groups (of `group_size` contiguous rows) whose rewards do not vary (no signal)."""
+    groups = rewards.numel() // group_size
+    return 1.0 - len(varying_groups(rewards, group_size)) / groups
+
+
 def criterion_advantages(criteria: torch.Tensor, weights: torch.Tensor, group_size: int,
                          advantage_std: str = "sample", eps: float = 1e-4) -> Advantages:
     """criteria: [P*G, K] each completion's criteria (the G completions of a prompt contiguous);
