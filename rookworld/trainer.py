@@ -24,7 +24,7 @@ from rookworld.evaluate import EvalResult, evaluate
 from rookworld.finite_weights import LastFiniteWeights
 from rookworld.grpo.advantages import (Advantages, EMARewardNormalizer, criterion_advantages, group_advantages,
                                       varying_groups, zero_std_share)
-from rookworld.grpo.kl import KLController, kl_reward_penalty
+from rookworld.grpo.kl import KLController, kl_in_reward
 from rookworld.grpo.learner import Batch, Learner
 from rookworld.hooks import StepHook
 from rookworld.model.fast_sampling import make_decoder
@@ -178,7 +178,8 @@ class Trainer:
             sampling_metrics = {}
         beta = self.kl.beta(step)  # the coefficient this step uses, before the controller moves it
         with timer("scoring"):
-            adv = self._advantages(trained, batch, beta)
+            in_reward = self._kl_in_reward(batch)
+            adv = self._advantages(trained, None if in_reward is None else beta * in_reward[0].float().cpu())
             batch.advantages = adv.values.to(self.device)
         with timer("update"):
             sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
@@ -189,8 +190,11 @@ class Trainer:
             self._prefetch_rows()  # host work while the GPU runs the update
             update = read_metrics(queued)
         kl = update.pop("kl", None)
-        if kl is not None:
-            self.kl.update(update.pop("kl/controller", kl))
+        if in_reward is not None:  # the controller reads the penalty's own estimator (verl)
+            update["kl/reward_penalty"] = in_reward[1].item()
+            self.kl.update(update["kl/reward_penalty"])
+        elif kl is not None:
+            self.kl.update(kl)
         self.learner.sync_reference(step)
         metrics = {**self._sampled_metrics(sampled, generations), **sampling_metrics, **update,
                    **({"kl": kl, "kl/coef": beta} if kl is not None else {})}
@@ -253,14 +257,20 @@ class Trainer:
                    "learning_rate": lr, "nonfinite": 0}
         return {**metrics, **timer.metrics(metrics["completions/num_tokens"])}
 
-    def _advantages(self, trained: ScoredRows, batch: Batch, beta: float) -> Advantages:
-        """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL penalty when
-        it sits in the reward, summed (default) or per-criterion normalised (grpo.reward_aggregation)."""
-        g, k = self.cfg.grpo, self.cfg.kl
+    def _kl_in_reward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """With kl.placement=reward: each completion's summed KL penalty term and the controller's
+        reading (grpo/kl.py kl_in_reward); None otherwise."""
+        if not (self.kl.enabled and self.cfg.kl.placement == "reward"):
+            return None
+        return kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, self.cfg.kl.estimator)
+
+    def _advantages(self, trained: ScoredRows, penalty: torch.Tensor | None) -> Advantages:
+        """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL `penalty`
+        when it sits in the reward, summed (default) or per-criterion normalised (grpo.reward_aggregation)."""
+        g = self.cfg.grpo
         shaped = self.reward_norm(trained.rewards) if self.reward_norm else trained.rewards
-        if self.kl.enabled and k.placement == "reward":
-            penalty = kl_reward_penalty(batch.old_logp, batch.ref_logp, batch.mask, k.estimator, beta)
-            shaped = shaped - penalty.float().cpu()
+        if penalty is not None:
+            shaped = shaped - penalty
         if g.reward_aggregation == "normalize_then_sum":
             names, weights = self.reward_fn.criterion_weights()
             criteria = torch.tensor([[r.components.get(name, 0.0) for name in names] for r in trained.results])

@@ -2,6 +2,7 @@
 (the paper, and TRL 1.16's GRPOTrainer where TRL has it), and the metrics that show where learning
 happens."""
 import copy
+import dataclasses
 import math
 
 import chess
@@ -10,10 +11,11 @@ import torch
 
 from rookworld.components import build_trainer
 from rookworld.config import ConfigError, load_run, validate
-from rookworld.grpo.advantages import criterion_advantages, varying_groups
+from rookworld.grpo.advantages import criterion_advantages, varying_groups, zero_std_share
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
-from rookworld.grpo.kl import kl_per_token, kl_reward_penalty
-from rookworld.grpo.sampler_correction import sampler_weights
+from rookworld.grpo.kl import kl_in_reward, kl_per_token
+from rookworld.grpo.learner import Learner
+from rookworld.grpo.sampler_correction import sampler_weights, weight_stats
 from rookworld.model.logprobs import token_logprobs
 from rookworld.rollout import generate_for_problems, stopped
 from rookworld.tasks import arbiter_problem, arbiter_truth, parse_policy, policy_problem
@@ -21,6 +23,7 @@ from rookworld.tasks.arbiter import transition_slice
 from rookworld.tasks.dispatch import score_heldout
 from rookworld.tasks.policy import Candidate, PolicyTruth, policy_consistency
 from rookworld.tracking import make_tracker
+from rookworld.trainer import read_metrics
 from train_helpers import tiny_config
 
 
@@ -103,9 +106,21 @@ def test_kl_in_the_reward_is_the_sum_of_each_completions_penalty():
     old, ref = -torch.rand(3, 5, generator=g), -torch.rand(3, 5, generator=g)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]).float()
     for estimator in ("k1", "k2", "k3"):
-        expected = [0.05 * sum(kl_per_token(old[i, t], ref[i, t], estimator).item() for t in range(5) if mask[i, t])
-                    for i in range(3)]
-        assert torch.allclose(kl_reward_penalty(old, ref, mask, estimator, 0.05), torch.tensor(expected), atol=1e-6)
+        terms = [[kl_per_token(old[i, t], ref[i, t], estimator).item() for t in range(5) if mask[i, t]]
+                 for i in range(3)]
+        sums, reading = kl_in_reward(old, ref, mask, estimator)
+        assert torch.allclose(sums, torch.tensor([sum(row) for row in terms]), atol=1e-6)
+        # the adaptive controller's reading: verl's mean over completions of each one's per-token mean
+        assert reading.item() == pytest.approx(sum(sum(row) / len(row) for row in terms) / 3, abs=1e-6)
+
+
+def test_kl_in_the_reward_clamps_k3_per_token_as_verl():
+    """verl's kl_penalty(low_var_kl): k3 clamped to [-10, 10] per token; the loss's k3 (TRL) is not."""
+    old = torch.tensor([[0.0, 0.0]])
+    ref = torch.tensor([[-15.0, -0.5]])  # r = 15: k3 = e^-15 - 1 + 15 ~ 14 > 10
+    sums, _ = kl_in_reward(old, ref, torch.ones(1, 2), "k3")
+    assert sums.item() == pytest.approx(10.0 + kl_per_token(old[0, 1], ref[0, 1], "k3").item(), abs=1e-6)
+    assert kl_per_token(old, ref, "k3")[0, 0].item() == pytest.approx(14.0, abs=1e-5)
 
 
 # ---------------------------------------------------------------- the update against a slow reference
@@ -327,3 +342,113 @@ def test_policy_consistency_on_hand_made_answers():
     assert policy_consistency(truth, None) == dict.fromkeys(("best_in_moves", "moves_legal", "best_top_eval"), 0.0)
     scored = score_heldout(policy_problem(truth), "M: e2e4 d2d4 E: 0.3 0.2 B: e2e4")
     assert scored["consistency/best_top_eval"] == 1.0
+
+
+# ---------------------------------------------------------------- numbers the step reports
+
+def test_bias_correction_with_k2_is_refused_in_one_line_naming_both_keys(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        validate(tiny_config(tmp_path, "kl=fixed", "kl.bias_correction=true", "kl.estimator=k2"))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("kl.bias_correction=True: ") and "kl.estimator='k2'" in message
+    for estimator in ("k1", "k3"):
+        validate(tiny_config(tmp_path, "kl=fixed", "kl.bias_correction=true", f"kl.estimator={estimator}"))
+
+
+@pytest.mark.parametrize("estimator, unbiased", [("k1", True), ("k2", False), ("k3", True)])
+def test_ratio_weighted_kl_gradient_is_exact_for_k1_and_k3_only(estimator, unbiased):
+    """An exact categorical check, on-policy: the expected gradient of rho * KL_t over tokens drawn from
+    the policy against the gradient of the true KL(pi || ref); why the spec refuses k2 with it."""
+    g = torch.Generator().manual_seed(0)
+    logits, ref = torch.randn(7, generator=g, requires_grad=True), torch.log_softmax(torch.randn(7, generator=g), 0)
+    logp = torch.log_softmax(logits, 0)
+    old = logp.detach()
+    expected_loss = (old.exp() * torch.exp(logp - old) * kl_per_token(logp, ref, estimator)).sum()
+    estimate = torch.autograd.grad(expected_loss, logits, retain_graph=True)[0]
+    truth = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), logits)[0]
+    assert torch.allclose(estimate, truth, atol=1e-6) == unbiased
+    assert (estimate - truth).norm() / truth.norm() > (0.01 if not unbiased else -1)
+
+
+def test_zero_std_share_counts_the_groups_whose_rewards_do_not_vary():
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.2, 0.2, 0.3])
+    assert zero_std_share(rewards, 3) == 0.5
+
+
+def test_sampler_weight_stats_on_a_hand_made_batch():
+    weights = torch.tensor([[0.5, 2.0, 9.0], [1.0, 3.0, 7.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])  # 9.0 sits on padding
+    stats = {k.rsplit("/", 1)[1]: v.item() for k, v in weight_stats(weights, mask, "token_truncate").items()}
+    assert stats == pytest.approx({"min": 0.5, "mean": (0.5 + 2 + 1 + 3 + 7) / 5, "max": 7.0})
+    per_row = torch.tensor([[0.8], [1.5], [4.0]])
+    row_mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])  # the third completion is empty
+    stats = {k.rsplit("/", 1)[1]: v.item() for k, v in weight_stats(per_row, row_mask, "sequence_mask").items()}
+    assert stats == pytest.approx({"min": 0.8, "mean": 1.15, "max": 1.5})
+
+
+def sampled_batch(trainer):
+    """A real batch of the tiny model's completions with hand-set advantages and a sampler that differs
+    from the trainer."""
+    rows = trainer.sample_rows()
+    rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, rows, trainer.max_new_tokens,
+                                    generator=trainer.generator)
+    with torch.no_grad():
+        batch = trainer.learner.make_batch(rollout.generation, torch.linspace(-1.0, 1.0, len(rows)))
+    batch.sampler_logp = batch.sampler_logp + 0.3 * torch.randn(batch.sampler_logp.shape,
+                                                                generator=torch.Generator().manual_seed(5))
+    return batch
+
+
+def test_micro_batch_size_leaves_the_update_unchanged(tmp_path):
+    """Top-entropy masking and the entropy bonus over mu = 2 epochs of two shuffled minibatches of 3
+    rows: micro-batches of 0 (whole), 1, 2, 3 and 6 rows give the same parameters to float rounding."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.num_iterations=2", "grpo.num_minibatches=2",
+                      "grpo.top_entropy_quantile=0.4", "grpo.entropy.coef=0.05",
+                      "grpo.sampler_correction.mode=token_truncate", "grpo.sampler_correction.cap=1.2")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    start = copy.deepcopy(trainer.policy.state_dict())
+    results = {}
+    for micro in (0, 1, 2, 3, 6):
+        trainer.policy.load_state_dict(start)
+        spec = dataclasses.replace(trainer.cfg, grpo=dataclasses.replace(trainer.cfg.grpo, micro_batch_size=micro))
+        learner = Learner(spec, trainer.policy, trainer.reference, trainer.tokenizer, trainer.kl)
+        metrics = read_metrics(learner.update(0, batch))
+        assert 0 < metrics["entropy/trained_token_share"] < 1
+        results[micro] = [p.detach().clone() for p in trainer.policy.parameters()]
+    moved = sum((a - start[name]).abs().sum().item() for (name, _), a in zip(trainer.policy.named_parameters(), results[0]))
+    assert moved > 0
+    for micro in (1, 2, 3, 6):
+        for whole, split in zip(results[0], results[micro]):
+            assert torch.allclose(whole, split, atol=1e-6, rtol=1e-5), micro
+
+
+def test_entropy_coef_is_the_one_in_force_and_the_gate_opens_after_the_first_measurement(tmp_path):
+    """Adaptive bonus (TRL): closed before the first measured entropy, so the first step's loss has no
+    bonus and logs coef 0; the next step logs the coefficient the first measurement moved."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.entropy.adaptive=true", "grpo.entropy.coef=0.02",
+                      "grpo.entropy.target=9.0", "grpo.entropy.delta=0.01")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    first = read_metrics(trainer.learner.update(0, batch))
+    assert first["entropy/coef"] == 0.0
+    second = read_metrics(trainer.learner.update(1, batch))
+    assert second["entropy/coef"] == pytest.approx(0.03)  # raised once: entropy <= target
+    assert trainer.learner.entropy_bonus.coef.item() == pytest.approx(0.04)
+
+
+def test_sampler_weights_are_logged_as_trl_names_them(tmp_path):
+    """sampling/importance_sampling_ratio/min|mean|max: of the weights the loss used (pi_old / pi_sampler,
+    truncated at the cap), over the completion tokens."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.sampler_correction.mode=token_truncate", "grpo.sampler_correction.cap=1.2")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    everything = torch.arange(len(batch.groups))
+    with torch.no_grad():  # the sampling policy's log-probs: the policy before the update
+        old = trainer.learner.logprobs("policy", batch.rows(everything), batch.group_size(everything))
+    metrics = read_metrics(trainer.learner.update(0, batch))
+    weights = sampler_weights(old, batch.sampler_logp, batch.mask, "token_truncate", 1.2)
+    tokens = weights[batch.mask > 0]
+    assert metrics["sampling/importance_sampling_ratio/min"] == pytest.approx(tokens.min().item(), rel=1e-5)
+    assert metrics["sampling/importance_sampling_ratio/mean"] == pytest.approx(tokens.mean().item(), rel=1e-5)
+    assert metrics["sampling/importance_sampling_ratio/max"] == pytest.approx(1.2)
