@@ -264,9 +264,10 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
         metrics, _ = trainer.train_step(step)
         batch = trained[-1]
         assert batch.mask.shape[0] == 3 * 3 and metrics["dynamic_sampling/batch_fill"] == 1.0
-        assert metrics["frac_reward_zero_std"] == 0.0
         assert varying_groups(batch.advantages, 3) == [0, 1, 2]
         assert 0 < metrics["dynamic_sampling/kept_share"] < 1 and metrics["dynamic_sampling/rounds"] >= 2
+        # measured on every sampled group, before the filter: the groups it dropped did not vary
+        assert 0 < metrics["frac_reward_zero_std"] <= 1 - metrics["dynamic_sampling/kept_share"] + 1e-9
 
 
 def test_dynamic_sampling_skips_the_update_when_no_group_varies(tmp_path):
