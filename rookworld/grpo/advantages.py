@@ -9,7 +9,7 @@ The std is the sample std (divisor n - 1, torch's default, as TRL and verl compu
 0.71 and the population std 0.5, so the choice scales every advantage by sqrt(G / (G - 1)).
 
 A group whose rewards are all equal has zero advantage for every member and carries no signal;
-its share of the batch is reported as `frac_reward_zero_std`.
+its share of the sampled groups (raw rewards) is reported as `frac_reward_zero_std`.
 
 Per-criterion normalisation (`reward_aggregation=normalize_then_sum`: GDPO, arXiv 2601.05242; TRL
 `multi_objective_aggregation="normalize_then_sum"`): with criteria c_k of weight w_k (the reward's
