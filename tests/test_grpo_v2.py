@@ -415,13 +415,10 @@ def test_micro_batch_size_leaves_the_update_unchanged(tmp_path):
         trainer.policy.load_state_dict(start)
         spec = dataclasses.replace(trainer.cfg, grpo=dataclasses.replace(trainer.cfg.grpo, micro_batch_size=micro))
         learner = Learner(spec, trainer.policy, trainer.reference, trainer.tokenizer, trainer.kl)
-        steps, clip = [], learner._clip_gradients
-
-        def recording(clip=clip, steps=steps):  # each optimizer step's gradient
-            steps.append(torch.cat([p.grad.flatten() for p in trainer.policy.parameters()]))
-            return clip()
-
-        learner._clip_gradients = recording
+        steps = []
+        learner.optimizer.register_step_pre_hook(  # each optimizer step's gradient (max_grad_norm=0: unclipped)
+            lambda optimizer, args, kwargs, steps=steps: steps.append(
+                torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])))
         metrics = read_metrics(learner.update(0, batch))
         assert 0 < metrics["entropy/trained_token_share"] < 1 and len(steps) == 4
         gradients[micro] = steps

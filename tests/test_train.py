@@ -51,12 +51,13 @@ def test_zero_variance_groups_are_counted(tmp_path):
 
 
 def test_a_phase_entered_twice_is_timed_in_total_and_step_time_is_the_sum_of_the_phases(tmp_path, monkeypatch):
-    """Scoring runs twice a step (the rewards, then the advantages): time/scoring holds both."""
-    trainer = make_trainer(tmp_path, "task_mix=policy_only")
+    """Scoring runs twice a step (the rewards, then the advantages, here with the EMA reward
+    normalisation): time/scoring holds both."""
+    trainer = make_trainer(tmp_path, "task_mix=policy_only", "grpo.reward_norm.enabled=true")
     pause = 0.05
-    scored_rows, advantages = StepScores.scored_rows, trainer._advantages
+    scored_rows, normalize = StepScores.scored_rows, trainer.reward_norm
     monkeypatch.setattr(StepScores, "scored_rows", lambda self: (time.sleep(pause), scored_rows(self))[1])
-    monkeypatch.setattr(trainer, "_advantages", lambda *args: (time.sleep(pause), advantages(*args))[1])
+    monkeypatch.setattr(trainer, "reward_norm", lambda rewards: (time.sleep(pause), normalize(rewards))[1])
     metrics, _ = trainer.train_step(0)
     assert metrics["time/scoring"] >= 2 * pause
     phases = [value for name, value in metrics.items() if name.startswith("time/")]
