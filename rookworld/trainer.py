@@ -22,8 +22,9 @@ from rookworld.divergence import Guards
 from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.finite_weights import LastFiniteWeights
-from rookworld.grpo.advantages import Advantages, EMARewardNormalizer, criterion_advantages, group_advantages, varying_groups
-from rookworld.grpo.kl import KLController, kl_reward_penalty
+from rookworld.grpo.advantages import (Advantages, EMARewardNormalizer, criterion_advantages, group_advantages,
+                                      varying_groups, zero_std_share)
+from rookworld.grpo.kl import KLController, kl_in_reward
 from rookworld.grpo.learner import Batch, Learner
 from rookworld.hooks import StepHook
 from rookworld.model.fast_sampling import make_decoder
@@ -159,15 +160,16 @@ class Trainer:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
         g = self.cfg.grpo
         if g.dynamic_sampling.enabled:
-            rollout, trained, sampled, sampling_metrics = self._sample_varying_groups(timer)
+            rollout, trained, sampled, generations, sampling_metrics = self._sample_varying_groups(timer)
             if rollout is None:  # no group's rewards varied in any round: nothing to learn from
-                return self._skipped_step(step, sampled, sampling_metrics, timer), False
+                return self._skipped_step(step, sampled, generations, sampling_metrics, timer), False
             with timer("logprobs", wait=False), torch.no_grad():
                 batch = self.learner.make_batch(rollout.generation)
         else:
             rows = self._take_rows()
             scores = StepScores(self.tokenizer, self.reward_fn, rows)
             rollout = self._generate_scoring(rows, scores, timer)
+            generations = [rollout.generation]
             # The log-prob passes are queued first and the remaining rewards computed on the host while
             # the GPU runs them: "logprobs" times the queueing, "scoring" ends when both are done.
             with timer("logprobs", wait=False), torch.no_grad():
@@ -177,7 +179,8 @@ class Trainer:
             sampling_metrics = {}
         beta = self.kl.beta(step)  # the coefficient this step uses, before the controller moves it
         with timer("scoring"):
-            adv = self._advantages(trained, batch, beta)
+            in_reward = self._kl_in_reward(batch)
+            adv = self._advantages(trained, None if in_reward is None else beta * in_reward[0].float().cpu())
             batch.advantages = adv.values.to(self.device)
         with timer("update"):
             sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
@@ -188,22 +191,25 @@ class Trainer:
             self._prefetch_rows()  # host work while the GPU runs the update
             update = read_metrics(queued)
         kl = update.pop("kl", None)
-        if kl is not None:
+        if in_reward is not None:  # the controller reads the penalty's own estimator (verl)
+            update["kl/reward_penalty"] = in_reward[1].item()
+            self.kl.update(update["kl/reward_penalty"])
+        elif kl is not None:
             self.kl.update(kl)
         self.learner.sync_reference(step)
-        metrics = {
-            **sampled.metrics(),
-            "frac_reward_zero_std": adv.frac_zero_std,
-            **sampling_metrics,
-            **self._completion_metrics(rollout),
-            **update,
-            **({"kl": kl, "kl/coef": beta} if kl is not None else {}),
-            **{f"time/{k}": v for k, v in timer.seconds.items()},
-        }
-        metrics["step_time"] = timer.total
-        metrics["tokens_per_s"] = metrics["completions/num_tokens"] / max(timer.seconds["generation"], 1e-9)
+        metrics = {**self._sampled_metrics(sampled, generations), **sampling_metrics, **update,
+                   **({"kl": kl, "kl/coef": beta} if kl is not None else {})}
+        metrics.update(timer.metrics(metrics["completions/num_tokens"]))
         nonfinite = update["nonfinite"] > 0 or update["nonfinite/weights"] > 0 or update["nonfinite/sampling"] > 0
         return metrics, nonfinite
+
+    def _sampled_metrics(self, sampled: ScoredRows, generations: list[Generation]) -> dict[str, float]:
+        """The metrics of every row sampled this step (under dynamic sampling: every round's rows, the
+        filtered-out groups included): rewards, the share of groups whose rewards do not vary (the raw
+        rewards, before any KL penalty or normalisation) and the completions."""
+        return {**sampled.metrics(),
+                "frac_reward_zero_std": zero_std_share(sampled.rewards, self.cfg.grpo.group_size),
+                **completion_metrics(self.tokenizer, generations)}
 
     def _generate_scoring(self, rows: list[Problem], scores: StepScores, timer: PhaseTimer) -> Rollout:
         with timer("generation"):  # rows that stop early are scored while the GPU generates the rest
@@ -212,11 +218,11 @@ class Trainer:
         return rollout
 
     def _sample_varying_groups(self, timer: PhaseTimer) -> tuple[Rollout | None, ScoredRows | None, ScoredRows,
-                                                                 dict[str, float]]:
+                                                                 list[Generation], dict[str, float]]:
         """DAPO dynamic sampling: rounds of prompts_per_step problems, keeping only the groups whose
         rewards vary, until prompts_per_step groups are kept or grpo.dynamic_sampling.max_rounds have run.
-        The kept rows' rollout and scores (None when no group was kept), every sampled row's scores,
-        and the sampling metrics."""
+        The kept rows' rollout and scores (None when no group was kept), every sampled row's scores and
+        every round's generation, and the sampling metrics."""
         G, wanted = self.cfg.grpo.group_size, self.cfg.prompts_per_step
         parts: list[tuple[Rollout, ScoredRows, list[int]]] = []
         kept, rounds = 0, 0
@@ -232,32 +238,40 @@ class Trainer:
             if kept < wanted:
                 rows = self.sample_rows()
         sampled = sum((scored for _, scored, _ in parts[1:]), parts[0][1])
+        generations = [rollout.generation for rollout, _, _ in parts]
         metrics = {"dynamic_sampling/rounds": rounds, "dynamic_sampling/batch_fill": kept / wanted,
                    "dynamic_sampling/kept_share": kept * G / len(sampled.problems)}
         parts = [part for part in parts if part[2]]
         if not parts:
-            return None, None, sampled, metrics
+            return None, None, sampled, generations, metrics
         trained = sum((scored.select(picked) for _, scored, picked in parts[1:]), parts[0][1].select(parts[0][2]))
         generation = Generation.stack([(rollout.generation, picked) for rollout, _, picked in parts])
-        return Rollout(problems=trained.problems, generation=generation), trained, sampled, metrics
+        return Rollout(problems=trained.problems, generation=generation), trained, sampled, generations, metrics
 
-    def _skipped_step(self, step: int, sampled: ScoredRows, sampling_metrics: dict, timer: PhaseTimer) -> dict:
+    def _skipped_step(self, step: int, sampled: ScoredRows, generations: list[Generation], sampling_metrics: dict,
+                      timer: PhaseTimer) -> dict:
         """A dynamic-sampling step that kept no group: no update (loss and gradient 0), its sampling reported."""
         self._prefetch_rows()
         lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
                    self.cfg.optimizer.min_lr_ratio)
-        return {**sampled.metrics(), "frac_reward_zero_std": 1.0, **sampling_metrics, "loss": 0.0, "grad_norm": 0.0,
-                "learning_rate": lr, "nonfinite": 0, **{f"time/{k}": v for k, v in timer.seconds.items()},
-                "step_time": timer.total}
+        metrics = {**self._sampled_metrics(sampled, generations), **sampling_metrics, "loss": 0.0, "grad_norm": 0.0,
+                   "learning_rate": lr, "nonfinite": 0}
+        return {**metrics, **timer.metrics(metrics["completions/num_tokens"])}
 
-    def _advantages(self, trained: ScoredRows, batch: Batch, beta: float) -> Advantages:
-        """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL penalty when
-        it sits in the reward, summed (default) or per-criterion normalised (grpo.reward_aggregation)."""
-        g, k = self.cfg.grpo, self.cfg.kl
+    def _kl_in_reward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """With kl.placement=reward: each completion's summed KL penalty term and the controller's
+        reading (grpo/kl.py kl_in_reward); None otherwise."""
+        if not (self.kl.enabled and self.cfg.kl.placement == "reward"):
+            return None
+        return kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, self.cfg.kl.estimator)
+
+    def _advantages(self, trained: ScoredRows, penalty: torch.Tensor | None) -> Advantages:
+        """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL `penalty`
+        when it sits in the reward, summed (default) or per-criterion normalised (grpo.reward_aggregation)."""
+        g = self.cfg.grpo
         shaped = self.reward_norm(trained.rewards) if self.reward_norm else trained.rewards
-        if self.kl.enabled and k.placement == "reward":
-            penalty = kl_reward_penalty(batch.old_logp, batch.ref_logp, batch.mask, k.estimator, beta)
-            shaped = shaped - penalty.float().cpu()
+        if penalty is not None:
+            shaped = shaped - penalty
         if g.reward_aggregation == "normalize_then_sum":
             names, weights = self.reward_fn.criterion_weights()
             criteria = torch.tensor([[r.components.get(name, 0.0) for name in names] for r in trained.results])
@@ -336,16 +350,6 @@ class Trainer:
                     "torch": torch.__version__}
         return EvalCache(str(e.cache_dir), cache_key(self.policy, self.heldout, settings))
 
-    def _completion_metrics(self, rollout) -> dict[str, float]:
-        lengths = rollout.completion_lengths.float()
-        return {
-            "completions/mean_length": lengths.mean().item(),
-            "completions/min_length": lengths.min().item(),
-            "completions/max_length": lengths.max().item(),
-            "completions/clipped_ratio": 1.0 - stopped(self.tokenizer, rollout.generation).float().mean().item(),
-            "completions/num_tokens": lengths.sum().item(),
-        }
-
     def _print_progress(self, m: dict[str, float]) -> None:
         if self.step % self.cfg.log_every and self.step != self.cfg.end_step:
             return
@@ -417,9 +421,24 @@ def read_metrics(queued: dict[str, torch.Tensor | float]) -> dict[str, float]:
     return {**queued, **dict(zip(names, values))}
 
 
+def completion_metrics(tokenizer, generations: list[Generation]) -> dict[str, float]:
+    """completions/* over the rows of `generations` (a step's generation rounds)."""
+    lengths = torch.cat([gen.completion_mask.sum(1) for gen in generations]).float()
+    ended = torch.cat([stopped(tokenizer, gen) for gen in generations]).float()
+    return {
+        "completions/mean_length": lengths.mean().item(),
+        "completions/min_length": lengths.min().item(),
+        "completions/max_length": lengths.max().item(),
+        "completions/clipped_ratio": 1.0 - ended.mean().item(),
+        "completions/num_tokens": lengths.sum().item(),
+    }
+
+
 class PhaseTimer:
-    """Wall time per phase of a step. With `sync`, CUDA is synchronised at phase boundaries (exact
-    split); without, a phase's queued GPU work is counted in the next phase that waits for it."""
+    """Wall time per phase of a step, summed over every time the step enters the phase (scoring runs
+    twice a step; under dynamic sampling generation and scoring run once per round). With `sync`, CUDA
+    is synchronised at phase boundaries (exact split); without, a phase's queued GPU work is counted in
+    the next phase that waits for it."""
 
     def __init__(self, device: torch.device, sync: bool = True):
         self.device, self.sync, self.seconds = device, sync, {}
@@ -431,8 +450,14 @@ class PhaseTimer:
         yield
         if wait and self.sync and self.device.type == "cuda":
             torch.cuda.synchronize(self.device)
-        self.seconds[phase] = time.perf_counter() - start
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + time.perf_counter() - start
 
     @property
     def total(self) -> float:
         return sum(self.seconds.values())
+
+    def metrics(self, generated_tokens: float) -> dict[str, float]:
+        """time/<phase> for each phase, step_time (their sum) and tokens_per_s (`generated_tokens` over
+        the whole time spent generating)."""
+        return {**{f"time/{k}": v for k, v in self.seconds.items()}, "step_time": self.total,
+                "tokens_per_s": generated_tokens / max(self.seconds.get("generation", 0.0), 1e-9)}

@@ -2,7 +2,9 @@
 (the paper, and TRL 1.16's GRPOTrainer where TRL has it), and the metrics that show where learning
 happens."""
 import copy
+import dataclasses
 import math
+import os
 
 import chess
 import pytest
@@ -10,10 +12,11 @@ import torch
 
 from rookworld.components import build_trainer
 from rookworld.config import ConfigError, load_run, validate
-from rookworld.grpo.advantages import criterion_advantages, varying_groups
+from rookworld.grpo.advantages import criterion_advantages, varying_groups, zero_std_share
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
-from rookworld.grpo.kl import kl_per_token, kl_reward_penalty
-from rookworld.grpo.sampler_correction import sampler_weights
+from rookworld.grpo.kl import kl_in_reward, kl_per_token
+from rookworld.grpo.learner import Learner
+from rookworld.grpo.sampler_correction import sampler_weights, weight_stats
 from rookworld.model.logprobs import token_logprobs
 from rookworld.rollout import generate_for_problems, stopped
 from rookworld.tasks import arbiter_problem, arbiter_truth, parse_policy, policy_problem
@@ -21,6 +24,7 @@ from rookworld.tasks.arbiter import transition_slice
 from rookworld.tasks.dispatch import score_heldout
 from rookworld.tasks.policy import Candidate, PolicyTruth, policy_consistency
 from rookworld.tracking import make_tracker
+from rookworld.trainer import read_metrics
 from train_helpers import tiny_config
 
 
@@ -45,7 +49,7 @@ def test_top_entropy_mask_matches_trl(quantile):
 def test_adaptive_entropy_coefficient_follows_trl_rule():
     bonus = EntropyBonus(0.01, adaptive=True, target=0.5, delta=0.004, coef_min=0.0, coef_max=0.02,
                          device=torch.device("cpu"))
-    coef, last, applied = 0.01, -math.inf, []
+    coef, last, applied = 0.01, math.inf, []  # TRL: no bonus before the first measurement
     for entropy in [0.3, 0.4, 0.7, 0.9, 0.2, 0.1, 0.1, 0.1, 0.8]:
         applied.append((bonus.applied_coef().item(), coef if last <= 0.5 else 0.0))
         bonus.update(torch.tensor(entropy))
@@ -103,9 +107,21 @@ def test_kl_in_the_reward_is_the_sum_of_each_completions_penalty():
     old, ref = -torch.rand(3, 5, generator=g), -torch.rand(3, 5, generator=g)
     mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1], [1, 0, 0, 0, 0]]).float()
     for estimator in ("k1", "k2", "k3"):
-        expected = [0.05 * sum(kl_per_token(old[i, t], ref[i, t], estimator).item() for t in range(5) if mask[i, t])
-                    for i in range(3)]
-        assert torch.allclose(kl_reward_penalty(old, ref, mask, estimator, 0.05), torch.tensor(expected), atol=1e-6)
+        terms = [[kl_per_token(old[i, t], ref[i, t], estimator).item() for t in range(5) if mask[i, t]]
+                 for i in range(3)]
+        sums, reading = kl_in_reward(old, ref, mask, estimator)
+        assert torch.allclose(sums, torch.tensor([sum(row) for row in terms]), atol=1e-6)
+        # the adaptive controller's reading: verl's mean over completions of each one's per-token mean
+        assert reading.item() == pytest.approx(sum(sum(row) / len(row) for row in terms) / 3, abs=1e-6)
+
+
+def test_kl_in_the_reward_clamps_k3_per_token_as_verl():
+    """verl's kl_penalty(low_var_kl): k3 clamped to [-10, 10] per token; the loss's k3 (TRL) is not."""
+    old = torch.tensor([[0.0, 0.0]])
+    ref = torch.tensor([[-15.0, -0.5]])  # r = 15: k3 = e^-15 - 1 + 15 ~ 14 > 10
+    sums, _ = kl_in_reward(old, ref, torch.ones(1, 2), "k3")
+    assert sums.item() == pytest.approx(10.0 + kl_per_token(old[0, 1], ref[0, 1], "k3").item(), abs=1e-6)
+    assert kl_per_token(old, ref, "k3")[0, 0].item() == pytest.approx(14.0, abs=1e-5)
 
 
 # ---------------------------------------------------------------- the update against a slow reference
@@ -128,7 +144,8 @@ SHAPES = ["task_mix=mixed", "kl=fixed", "kl.coef=0.1", "optimizer=sgd", "optimiz
 def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coefs):
     """The update written per row with plain forwards, from TRL's compute_loss (one process): for each
     epoch and minibatch (the trainer's shuffle, same seed), each micro-batch's loss and backward, then an
-    SGD step. Returns the policy's parameters after the update."""
+    SGD step. Unlike TRL, the top-entropy quantile and the entropy bonus's mean are the whole minibatch's
+    (TRL takes them per micro-batch). Returns the policy's parameters after the update."""
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
     gen_ids, gen_mask, gen_pos, P = batch["ids"], batch["attention"], batch["positions"], batch["P"]
     n = gen_ids.shape[0]
@@ -141,6 +158,15 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
             optimizer.zero_grad()
             tokens = batch["mask"][minibatch].sum().clamp(min=1)
             parts = minibatch.split(g["micro_batch_size"])
+            with torch.no_grad():
+                _, minibatch_entropy = token_logprobs(policy, gen_ids[minibatch], gen_mask[minibatch],
+                                                     gen_pos[minibatch], P, with_entropy=True)
+            minibatch_mask = batch["mask"][minibatch]
+            minibatch_trained = minibatch_mask.bool()
+            if g["quantile"] < 1:
+                minibatch_trained = trl_high_entropy_mask(minibatch_entropy, minibatch_mask, g["quantile"])
+            trained_tokens = minibatch_trained.sum().clamp(min=1)
+            place = {row: i for i, row in enumerate(minibatch.tolist())}
             window = [0.0, 0.0]
             for rows in parts:
                 logp, entropy = token_logprobs(policy, gen_ids[rows], gen_mask[rows], gen_pos[rows], P,
@@ -149,9 +175,7 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
                 ratio = torch.exp(logp - old[rows])
                 adv = batch["advantages"][rows][:, None]
                 per_token = -torch.min(ratio * adv, ratio.clamp(1 - 0.2, 1 + 0.28) * adv)
-                trained = mask.bool()
-                if g["quantile"] < 1:
-                    trained = trl_high_entropy_mask(entropy.detach(), mask, g["quantile"])
+                trained = minibatch_trained[[place[row] for row in rows.tolist()]]
                 per_token = per_token * trained
                 if g["correction"] != "none":
                     per_token = per_token * slow_sampler_weights(old[rows], batch["sampler_logp"][rows], mask,
@@ -165,7 +189,7 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
                 effective = trained.float()
                 if g["entropy"]:
                     applied = coef if (not g["adaptive"] or last_entropy <= g["target"]) else 0.0
-                    loss = loss - applied * (entropy * effective).sum() / effective.sum().clamp(min=1) / len(parts)
+                    loss = loss - applied * (entropy * effective).sum() / trained_tokens
                 window[0] += (entropy.detach() * effective).sum().item()
                 window[1] += effective.sum().item()
                 loss.backward()
@@ -211,7 +235,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
                 "adaptive": grpo.entropy.adaptive, "target": grpo.entropy.target, "delta": grpo.entropy.delta}
     expected = slow_update(trainer, policy, batch.ref_logp, inputs, cfg.seed, settings,
                            {"estimator": kl.estimator, "bias_correction": kl.bias_correction},
-                           (grpo.entropy.coef, -math.inf))
+                           (grpo.entropy.coef, math.inf))
     before = [p.detach().clone() for p in trainer.policy.parameters()]
     trainer.learner.update(0, batch)
     moved = sum((p - b).abs().sum().item() for p, b in zip(trainer.policy.parameters(), before))
@@ -241,9 +265,10 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
         metrics, _ = trainer.train_step(step)
         batch = trained[-1]
         assert batch.mask.shape[0] == 3 * 3 and metrics["dynamic_sampling/batch_fill"] == 1.0
-        assert metrics["frac_reward_zero_std"] == 0.0
         assert varying_groups(batch.advantages, 3) == [0, 1, 2]
         assert 0 < metrics["dynamic_sampling/kept_share"] < 1 and metrics["dynamic_sampling/rounds"] >= 2
+        # measured on every sampled group, before the filter: the groups it dropped did not vary
+        assert 0 < metrics["frac_reward_zero_std"] <= 1 - metrics["dynamic_sampling/kept_share"] + 1e-9
 
 
 def test_dynamic_sampling_skips_the_update_when_no_group_varies(tmp_path):
@@ -319,3 +344,150 @@ def test_policy_consistency_on_hand_made_answers():
     assert policy_consistency(truth, None) == dict.fromkeys(("best_in_moves", "moves_legal", "best_top_eval"), 0.0)
     scored = score_heldout(policy_problem(truth), "M: e2e4 d2d4 E: 0.3 0.2 B: e2e4")
     assert scored["consistency/best_top_eval"] == 1.0
+
+
+# ---------------------------------------------------------------- numbers the step reports
+
+def test_bias_correction_with_k2_is_refused_in_one_line_naming_both_keys(tmp_path):
+    with pytest.raises(ConfigError) as refused:
+        validate(tiny_config(tmp_path, "kl=fixed", "kl.bias_correction=true", "kl.estimator=k2"))
+    message = str(refused.value)
+    assert "\n" not in message and message.startswith("kl.bias_correction=True: ") and "kl.estimator='k2'" in message
+    for estimator in ("k1", "k3"):
+        validate(tiny_config(tmp_path, "kl=fixed", "kl.bias_correction=true", f"kl.estimator={estimator}"))
+
+
+@pytest.mark.parametrize("estimator, unbiased", [("k1", True), ("k2", False), ("k3", True)])
+def test_ratio_weighted_kl_gradient_is_exact_for_k1_and_k3_only(estimator, unbiased):
+    """An exact categorical check, on-policy: the expected gradient of rho * KL_t over tokens drawn from
+    the policy against the gradient of the true KL(pi || ref); why the spec refuses k2 with it."""
+    g = torch.Generator().manual_seed(0)
+    logits, ref = torch.randn(7, generator=g, requires_grad=True), torch.log_softmax(torch.randn(7, generator=g), 0)
+    logp = torch.log_softmax(logits, 0)
+    old = logp.detach()
+    expected_loss = (old.exp() * torch.exp(logp - old) * kl_per_token(logp, ref, estimator)).sum()
+    estimate = torch.autograd.grad(expected_loss, logits, retain_graph=True)[0]
+    truth = torch.autograd.grad((logp.exp() * (logp - ref)).sum(), logits)[0]
+    assert torch.allclose(estimate, truth, atol=1e-6) == unbiased
+    assert (estimate - truth).norm() / truth.norm() > (0.01 if not unbiased else -1)
+
+
+def test_zero_std_share_counts_the_groups_whose_rewards_do_not_vary():
+    rewards = torch.tensor([1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.5, 0.5, 0.5, 0.2, 0.2, 0.3])
+    assert zero_std_share(rewards, 3) == 0.5
+
+
+def test_sampler_weight_stats_on_a_hand_made_batch():
+    weights = torch.tensor([[0.5, 2.0, 9.0], [1.0, 3.0, 7.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])  # 9.0 sits on padding
+    stats = {k.rsplit("/", 1)[1]: v.item() for k, v in weight_stats(weights, mask, "token_truncate").items()}
+    assert stats == pytest.approx({"min": 0.5, "mean": (0.5 + 2 + 1 + 3 + 7) / 5, "max": 7.0})
+    per_row = torch.tensor([[0.8], [1.5], [4.0]])
+    row_mask = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])  # the third completion is empty
+    stats = {k.rsplit("/", 1)[1]: v.item() for k, v in weight_stats(per_row, row_mask, "sequence_mask").items()}
+    assert stats == pytest.approx({"min": 0.8, "mean": 1.15, "max": 1.5})
+
+
+def sampled_batch(trainer):
+    """A real batch of the tiny model's completions with hand-set advantages and a sampler that differs
+    from the trainer."""
+    rows = trainer.sample_rows()
+    rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, rows, trainer.max_new_tokens,
+                                    generator=trainer.generator)
+    with torch.no_grad():
+        batch = trainer.learner.make_batch(rollout.generation, torch.linspace(-1.0, 1.0, len(rows)))
+    batch.sampler_logp = batch.sampler_logp + 0.3 * torch.randn(batch.sampler_logp.shape,
+                                                                generator=torch.Generator().manual_seed(5))
+    return batch
+
+
+def test_micro_batch_size_leaves_the_update_unchanged(tmp_path):
+    """Top-entropy masking and the entropy bonus over mu = 2 epochs of two shuffled minibatches of 3
+    rows: micro-batches of 0 (whole), 1, 2, 3 and 6 rows give the same gradient at every optimizer step
+    to float rounding (taken per micro-batch, as TRL does, they differed by 23-32% here)."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.num_iterations=2", "grpo.num_minibatches=2",
+                      "grpo.top_entropy_quantile=0.4", "grpo.entropy.coef=0.05")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    start = copy.deepcopy(trainer.policy.state_dict())
+    gradients = {}
+    for micro in (0, 1, 2, 3, 6):
+        trainer.policy.load_state_dict(start)
+        spec = dataclasses.replace(trainer.cfg, grpo=dataclasses.replace(trainer.cfg.grpo, micro_batch_size=micro))
+        learner = Learner(spec, trainer.policy, trainer.reference, trainer.tokenizer, trainer.kl)
+        steps = []
+        learner.optimizer.register_step_pre_hook(  # each optimizer step's gradient (max_grad_norm=0: unclipped)
+            lambda optimizer, args, kwargs, steps=steps: steps.append(
+                torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])))
+        metrics = read_metrics(learner.update(0, batch))
+        assert 0 < metrics["entropy/trained_token_share"] < 1 and len(steps) == 4
+        gradients[micro] = steps
+    for micro in (1, 2, 3, 6):
+        for whole, split in zip(gradients[0], gradients[micro]):
+            assert whole.norm() > 0 and (split - whole).norm() / whole.norm() < 1e-5, micro
+
+
+def test_entropy_coef_is_the_one_in_force_and_the_gate_opens_after_the_first_measurement(tmp_path):
+    """Adaptive bonus (TRL): closed before the first measured entropy, so the first step's loss has no
+    bonus and logs coef 0; the next step logs the coefficient the first measurement moved."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.entropy.adaptive=true", "grpo.entropy.coef=0.02",
+                      "grpo.entropy.target=9.0", "grpo.entropy.delta=0.01")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    first = read_metrics(trainer.learner.update(0, batch))
+    assert first["entropy/coef"] == 0.0
+    second = read_metrics(trainer.learner.update(1, batch))
+    assert second["entropy/coef"] == pytest.approx(0.03)  # raised once: entropy <= target
+    assert trainer.learner.entropy_bonus.coef.item() == pytest.approx(0.04)
+
+
+def test_sampler_weights_are_logged_as_trl_names_them(tmp_path):
+    """sampling/importance_sampling_ratio/min|mean|max: of the weights the loss used (pi_old / pi_sampler,
+    truncated at the cap), over the completion tokens."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.sampler_correction.mode=token_truncate", "grpo.sampler_correction.cap=1.2")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    everything = torch.arange(len(batch.groups))
+    with torch.no_grad():  # the sampling policy's log-probs: the policy before the update
+        old = trainer.learner.logprobs("policy", batch.rows(everything), batch.group_size(everything))
+    metrics = read_metrics(trainer.learner.update(0, batch))
+    weights = sampler_weights(old, batch.sampler_logp, batch.mask, "token_truncate", 1.2)
+    tokens = weights[batch.mask > 0]
+    assert metrics["sampling/importance_sampling_ratio/min"] == pytest.approx(tokens.min().item(), rel=1e-5)
+    assert metrics["sampling/importance_sampling_ratio/mean"] == pytest.approx(tokens.mean().item(), rel=1e-5)
+    assert metrics["sampling/importance_sampling_ratio/max"] == pytest.approx(1.2)
+
+
+def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_path):
+    """mu = 2 over shuffled minibatches of 3 rows of 2 prompts (rows gather their prompts), top-entropy
+    masking, the adaptive entropy bonus, sampler correction and the bias-corrected KL, on the CPU's
+    default threads (the suite's workers run one): a second update run by a fresh learner from the
+    first's saved state equals the uninterrupted one bit for bit. (The trainer's own state around it, sampler and
+    generator, is resumed in tests/test_train.py::test_resume_reaches_the_same_parameters_as_an_uninterrupted_run.)"""
+    cfg = tiny_config(tmp_path, "task_mix=policy_only", "sampling.max_new_tokens.P=8",
+                      "optimizer.lr=1e-3", "kl=adaptive", "kl.coef=0.1", "kl.estimator=k3",
+                      "kl.bias_correction=true", "grpo.num_iterations=2", "grpo.num_minibatches=2",
+                      "grpo.top_entropy_quantile=0.5", "grpo.entropy.adaptive=true",
+                      "grpo.entropy.target=9.0", "grpo.sampler_correction.mode=token_truncate")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    shuffle = torch.Generator().manual_seed(cfg.seed + 1)  # the learner's shuffles of the two updates
+    orders = [torch.randperm(6, generator=shuffle) for _ in range(4)]
+    assert any(batch.group_size(rows) == 0 for order in orders[2:] for rows in order.chunk(2))  # gathered
+    trainer.learner.update(0, batch)  # optimizer and entropy-bonus state to resume from
+    torch.save({"policy": trainer.policy.state_dict(), **trainer.learner.state_dict()}, tmp_path / "state.pt")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(os.cpu_count() or 1)  # torch's default
+    try:
+        trainer.learner.update(1, batch)
+        saved = torch.load(tmp_path / "state.pt", weights_only=False)
+        policy = copy.deepcopy(trainer.policy)
+        policy.load_state_dict(saved["policy"])
+        learner = Learner(trainer.cfg, policy, trainer.reference, trainer.tokenizer, trainer.kl)
+        learner.load_state_dict(saved)
+        learner.update(1, batch)
+    finally:
+        torch.set_num_threads(threads)
+    assert any(not torch.equal(a, b) for a, b in zip(policy.parameters(), saved["policy"].values()))
+    for (name, a), b in zip(trainer.policy.named_parameters(), policy.parameters()):
+        assert torch.equal(a, b), (name, (a - b).abs().max().item())

@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 import subprocess
 import sys
+import time
 
 import pytest
 import torch
@@ -47,6 +48,68 @@ def test_zero_variance_groups_are_counted(tmp_path):
     metrics, _ = trainer.train_step(0)
     assert metrics["frac_reward_zero_std"] == 1.0
     assert metrics["reward_std"] < 1e-6 and metrics["grad_norm"] == 0.0
+
+
+def test_a_phase_entered_twice_is_timed_in_total_and_step_time_is_the_sum_of_the_phases(tmp_path, monkeypatch):
+    """Scoring runs twice a step (the rewards, then the advantages, here with the EMA reward
+    normalisation): time/scoring holds both."""
+    trainer = make_trainer(tmp_path, "task_mix=policy_only", "grpo.reward_norm.enabled=true")
+    pause = 0.05
+    scored_rows, normalize = StepScores.scored_rows, trainer.reward_norm
+    monkeypatch.setattr(StepScores, "scored_rows", lambda self: (time.sleep(pause), scored_rows(self))[1])
+    monkeypatch.setattr(trainer, "reward_norm", lambda rewards: (time.sleep(pause), normalize(rewards))[1])
+    metrics, _ = trainer.train_step(0)
+    assert metrics["time/scoring"] >= 2 * pause
+    phases = [value for name, value in metrics.items() if name.startswith("time/")]
+    assert set(name for name in metrics if name.startswith("time/")) == {
+        "time/generation", "time/logprobs", "time/scoring", "time/update"}
+    assert metrics["step_time"] == pytest.approx(sum(phases), abs=1e-9)
+
+
+def test_dynamic_sampling_times_and_reports_every_round(tmp_path, monkeypatch):
+    """Three rounds of all-malformed P: groups: time/generation holds every round's generation,
+    completions/* and tokens_per_s cover every generated row (as reward does), and
+    frac_reward_zero_std is measured on the sampled groups before the filter."""
+    trainer = make_trainer(tmp_path, "task_mix=policy_only", "grpo.dynamic_sampling.enabled=true",
+                           "grpo.dynamic_sampling.max_rounds=3")
+    spent, tokens, rows = [], [], []
+    generate = trainer.generate
+
+    def timed(problems, on_finished=None):
+        start = time.perf_counter()
+        rollout = generate(problems, on_finished=on_finished)
+        time.sleep(0.05)
+        spent.append(time.perf_counter() - start)
+        tokens.append(rollout.completion_lengths.sum().item())
+        rows.append(len(problems))
+        return rollout
+
+    monkeypatch.setattr(trainer, "generate", timed)
+    metrics, _ = trainer.train_step(0)
+    assert metrics["dynamic_sampling/rounds"] == 3 == len(spent)
+    assert sum(spent) <= metrics["time/generation"] < sum(spent) + 1.0
+    assert metrics["completions/num_tokens"] == sum(tokens)
+    assert metrics["tokens_per_s"] == pytest.approx(sum(tokens) / metrics["time/generation"])
+    assert metrics["frac_reward_zero_std"] == 1.0 and metrics["dynamic_sampling/kept_share"] == 0.0
+    phases = [value for name, value in metrics.items() if name.startswith("time/")]
+    assert metrics["step_time"] == pytest.approx(sum(phases), abs=1e-9)
+
+
+def test_kl_in_the_reward_steers_the_controller_by_its_own_estimator_and_frac_zero_std_stays_raw(tmp_path,
+                                                                                               monkeypatch):
+    """kl.placement=reward with k1: the adaptive controller reads the penalty's own estimator
+    (kl/reward_penalty, as verl), not the k3 `kl` metric; the penalty makes the shaped rewards of an
+    all-malformed group differ, but frac_reward_zero_std counts the raw rewards' groups."""
+    trainer = make_trainer(tmp_path, "task_mix=policy_only", "kl=adaptive", "kl.placement=reward",
+                           "kl.estimator=k1", "kl.coef=0.5", "grpo.entropy.coef=0.05", "optimizer.lr=1e-3")
+    readings = []
+    update = trainer.kl.update
+    monkeypatch.setattr(trainer.kl, "update", lambda observed: (readings.append(observed), update(observed))[1])
+    for step in range(2):
+        metrics, _ = trainer.train_step(step)
+        assert readings[-1] == metrics["kl/reward_penalty"]
+        assert metrics["frac_reward_zero_std"] == 1.0
+    assert metrics["kl/reward_penalty"] != 0.0 and metrics["kl/reward_penalty"] != metrics["kl"]
 
 
 def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):

@@ -15,7 +15,7 @@ declare -A KNOBS=(
     [entropy_bonus]="grpo.entropy.coef=0.003"
     [adaptive_entropy]="grpo.entropy.adaptive=true grpo.entropy.coef=0.001 grpo.entropy.delta=0.0005 grpo.entropy.max=0.01 grpo.entropy.target=0.3"
     [top_entropy_0.2]="grpo.top_entropy_quantile=0.2"
-    [kl_bias_correction]="kl.bias_correction=true"
+    [kl_bias_correction]="kl.bias_correction=true kl.estimator=k3"
     [kl_in_reward_k1]="kl.placement=reward kl.estimator=k1"
     [sampler_correction]="grpo.sampler_correction.mode=token_truncate"
     [mask_truncated]="grpo.mask_truncated_completions=true"

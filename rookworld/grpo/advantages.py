@@ -9,7 +9,7 @@ The std is the sample std (divisor n - 1, torch's default, as TRL and verl compu
 0.71 and the population std 0.5, so the choice scales every advantage by sqrt(G / (G - 1)).
 
 A group whose rewards are all equal has zero advantage for every member and carries no signal;
-its share of the batch is reported as `frac_reward_zero_std`.
+its share of the sampled groups (raw rewards) is reported as `frac_reward_zero_std`.
 
 Per-criterion normalisation (`reward_aggregation=normalize_then_sum`: GDPO, arXiv 2601.05242; TRL
 `multi_objective_aggregation="normalize_then_sum"`): with criteria c_k of weight w_k (the reward's
@@ -68,6 +68,12 @@ def varying_groups(rewards: torch.Tensor, group_size: int) -> list[int]:
     """The groups (of `group_size` contiguous rows) whose rewards vary: the ones with a learning signal."""
     std = rewards.view(-1, group_size).std(dim=1, unbiased=False)
     return [group for group, spread in enumerate(std.tolist()) if spread >= ZERO_STD]
+
+
+def zero_std_share(rewards: torch.Tensor, group_size: int) -> float:
+    """The share of groups (of `group_size` contiguous rows) whose rewards do not vary (no signal)."""
+    groups = rewards.numel() // group_size
+    return 1.0 - len(varying_groups(rewards, group_size)) / groups
 
 
 def criterion_advantages(criteria: torch.Tensor, weights: torch.Tensor, group_size: int,

@@ -2,17 +2,20 @@
 
 Top-entropy tokens ("Beyond the 80/20 Rule", arXiv 2506.01939; TRL `top_entropy_quantile`): only the
 tokens whose entropy H_t is at or above the (1 - q) quantile (linear interpolation, as torch.quantile)
-of the micro-batch's completion tokens get a loss; q = 1 keeps every token.
+of the minibatch's completion tokens get a loss; q = 1 keeps every token. The quantile is taken over
+the whole minibatch (one optimizer step) whatever grpo.micro_batch_size, so that the micro-batch size
+stays a memory setting (TRL takes it per micro-batch).
 
-Entropy bonus (Skywork-OR1, arXiv 2505.22312; TRL `entropy_coef`, `use_adaptive_entropy`), per
-micro-batch of a minibatch split into n micro-batches:
+Entropy bonus (Skywork-OR1, arXiv 2505.22312; TRL `entropy_coef`, `use_adaptive_entropy`), over the
+tokens the policy loss acts on in the whole minibatch (each micro-batch adds its share):
 
-    loss = policy loss - c * mean_t H_t / n        over the tokens the policy loss acts on
+    loss = policy loss - c * mean_t H_t
 
 With `adaptive`, c moves once per optimizer step from the mean entropy H of that step's trained
 tokens, as TRL does: c <- min(c + delta, c_max) if H <= target, else max(c - delta, c_min); and the
 bonus applies only while the last measured H is at or below the target (c_applied = c if
-H_last <= target, else 0). The coefficient lives on the device, so no step waits for the host.
+H_last <= target, else 0). As in TRL, H_last starts at +inf: no bonus until the first measurement.
+The coefficient lives on the device, so no step waits for the host.
 """
 from __future__ import annotations
 
@@ -43,7 +46,7 @@ class EntropyBonus:
         self.adaptive, self.target, self.delta, self.coef_min, self.coef_max = adaptive, target, delta, coef_min, coef_max
         self.enabled = adaptive or coef != 0.0
         self.coef = torch.tensor(float(coef), device=device)
-        self.last_entropy = torch.tensor(float("-inf"), device=device)  # before any step: applied
+        self.last_entropy = torch.tensor(float("inf"), device=device)  # before any measurement: no bonus (TRL)
 
     def applied_coef(self) -> torch.Tensor:
         """The coefficient this optimizer step's loss uses (a device scalar)."""

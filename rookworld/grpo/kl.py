@@ -8,11 +8,17 @@ The log-ratio is clamped to [-LOG_RATIO_CLAMP, LOG_RATIO_CLAMP] (as verl does) s
 cannot produce an infinite penalty.
 
 Where the penalty goes (`kl.placement`):
-    loss    beta * KL_t added to each token's loss (GRPO; verl use_kl_loss); with `bias_correction`
-            (TRL use_bias_correction_kl, DeepSeek-V3.2) KL_t is weighted by the ratio pi_theta / pi_old,
-            which carries the gradient
+    loss    beta * KL_t added to each token's loss (GRPO; verl use_kl_loss; as TRL, k3 unclamped); with
+            `bias_correction` (TRL use_bias_correction_kl, DeepSeek-V3.2) KL_t is weighted by the ratio
+            rho = pi_theta / pi_old, which carries the gradient: at rho = 1 the gradient is
+            (KL_t + dKL_t/dr) grad log pi_theta, i.e. (r + 1) for k1 and exactly r for k3, whose
+            expectation is the KL's true gradient E[r grad log pi_theta] (E[grad log pi_theta] = 0);
+            for k2 it is (r^2/2 + r), biased by E[r^2/2 grad log pi_theta]: the spec refuses k2 with it
     reward  the sequence reward becomes r_i - beta * sum_t KL_t(pi_old, pi_ref) before the group
-            advantages, and the loss has no KL term (verl use_kl_in_reward; with k1 the unbiased choice)
+            advantages, and the loss has no KL term (verl use_kl_in_reward; with k1 the unbiased choice).
+            As verl's kl_penalty, k3 is clamped per token to [-K3_CLAMP, K3_CLAMP] here, and the adaptive
+            controller reads this penalty's own estimator (verl: the mean over completions of each one's
+            per-token mean), not the `kl` metric
 
 "KL" in logs and guards always means: the k3 estimate averaged over all completion tokens of the
 batch (per-token mean), measured between the policy that sampled the batch and the reference.
@@ -27,6 +33,7 @@ import torch
 ESTIMATORS = ("k1", "k2", "k3")
 PLACEMENTS = ("loss", "reward")
 LOG_RATIO_CLAMP = 20.0
+K3_CLAMP = 10.0  # verl's per-token clamp of k3 (low_var_kl) in the reward penalty
 
 
 def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> torch.Tensor:
@@ -40,10 +47,16 @@ def kl_per_token(logp: torch.Tensor, ref_logp: torch.Tensor, estimator: str) -> 
     raise ValueError(f"kl.estimator={estimator!r}: expected one of {ESTIMATORS}")
 
 
-def kl_reward_penalty(old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, estimator: str,
-                      beta: float) -> torch.Tensor:
-    """[B] beta * sum_t KL_t over each completion's tokens (placement=reward), from the sampling policy."""
-    return beta * (kl_per_token(old_logp.float(), ref_logp.float(), estimator) * mask).sum(-1)
+def kl_in_reward(old_logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor,
+                 estimator: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """placement=reward, from the sampling policy, as verl's apply_kl_penalty: [B] sum_t KL_t over each
+    completion's tokens (times beta, the penalty) and the controller's reading, the mean over completions
+    of each one's per-token mean KL_t (a device scalar). k3 is clamped per token to +-K3_CLAMP."""
+    per_token = kl_per_token(old_logp.float(), ref_logp.float(), estimator)
+    if estimator == "k3":
+        per_token = per_token.clamp(-K3_CLAMP, K3_CLAMP)
+    sums = (per_token * mask).sum(-1)
+    return sums, (sums / mask.sum(-1).clamp(min=1)).mean()
 
 
 class KLController:

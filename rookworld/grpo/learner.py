@@ -22,7 +22,7 @@ import torch
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
-from rookworld.grpo.sampler_correction import mismatch, sampler_weights
+from rookworld.grpo.sampler_correction import mismatch, sampler_weights, weight_stats
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.model.precision import autocast_for
@@ -193,7 +193,7 @@ class Learner:
         policy_logp = batch.old_logp if batch.old_logp is not None else torch.zeros_like(batch.mask)
         zero = torch.zeros((), device=self.device)
         sums = dict.fromkeys(("loss", "grad_norm", "updates", "entropy", "clip_low", "clip_high", "clip_region",
-                              "trained_entropy", "trained_tokens"), zero)
+                              "trained_entropy", "trained_tokens", "entropy_coef"), zero)
         minibatches = 0
         for epoch in range(g.num_iterations):
             order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
@@ -204,10 +204,11 @@ class Learner:
                 loss_value, mb_entropy, mb_tokens = zero, zero, zero  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
                 parts = minibatch.split(micro)
-                for rows in parts:
-                    inputs = batch.rows(rows)
+                part_inputs = self._with_trained_tokens(batch, parts, normalizer)
+                sums["entropy_coef"] = sums["entropy_coef"] + self.entropy_bonus.applied_coef()
+                for rows, inputs in zip(parts, part_inputs):
                     rows_here = rows.to(self.device)  # before the pass is queued: this copy waits for the GPU
-                    out = self.policy_pass(inputs, normalizer, beta, batch.group_size(rows), len(parts))
+                    out = self.policy_pass(inputs, normalizer, beta, batch.group_size(rows))
                     loss_value = loss_value + out["loss"]
                     mb_entropy, mb_tokens = mb_entropy + out["trained_entropy"], mb_tokens + out["trained_tokens"]
                     if epoch == 0:
@@ -238,12 +239,38 @@ class Learner:
             **mismatch(policy_logp, batch.sampler_logp, batch.mask),
             "nonfinite": minibatches - sums["updates"],
         }
-        if self.entropy_bonus.enabled:
-            result["entropy/coef"] = self.entropy_bonus.coef
+        if self.entropy_bonus.enabled:  # the coefficient the loss used (mean over the step's optimizer steps)
+            result["entropy/coef"] = sums["entropy_coef"] / minibatches
+        if g.sampler_correction.mode != "none":
+            weights = sampler_weights(policy_logp, batch.sampler_logp, batch.mask, g.sampler_correction.mode,
+                                      g.sampler_correction.cap)
+            result.update(weight_stats(weights, batch.mask, g.sampler_correction.mode))
         if batch.ref_logp is not None:
             k3 = kl_per_token(policy_logp, batch.ref_logp.float(), "k3")
             result["kl"] = (k3 * batch.mask).sum() / tokens
         return result
+
+    def _with_trained_tokens(self, batch: Batch, parts: tuple[torch.Tensor, ...],
+                             normalizer: LossNormalizer) -> list[dict[str, torch.Tensor]]:
+        """Each micro-batch's inputs with what the loss needs of the whole minibatch, so that the
+        micro-batch size changes no gradient: `trained_tokens`, the minibatch's count of tokens the loss
+        acts on (the entropy bonus's mean), and with grpo.top_entropy_quantile < 1 over several
+        micro-batches, `trained`, each micro-batch's part of the top-entropy mask of the whole minibatch
+        (its quantile from one extra no-grad pass for the entropies)."""
+        part_inputs = [batch.rows(rows) for rows in parts]
+        quantile = self.cfg.grpo.top_entropy_quantile
+        if quantile >= 1.0:  # every completion token is trained
+            return [{**inputs, "trained_tokens": normalizer.num_tokens} for inputs in part_inputs]
+        if len(parts) == 1:  # the pass sees the whole minibatch
+            return part_inputs
+        with torch.no_grad(), self.autocast():
+            entropies = [self.model_logprobs(self.policy, inputs, batch.group_size(rows), with_entropy=True)[1]
+                         for rows, inputs in zip(parts, part_inputs)]
+        masks = torch.cat([inputs["mask"] for inputs in part_inputs])
+        trained = high_entropy_mask(torch.cat(entropies).float(), masks, quantile)
+        count = trained.sum().clamp(min=1)
+        return [{**inputs, "trained": part, "trained_tokens": count}
+                for inputs, part in zip(part_inputs, trained.split([len(rows) for rows in parts]))]
 
     def _step_if(self, finite: torch.Tensor) -> None:
         """The optimizer step, skipped unless `finite`. Fused optimizers (the default AdamW) read the
@@ -256,11 +283,12 @@ class Learner:
             self.optimizer.step()
 
     def policy_pass(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
-                    group_size: int, micro_batches: int = 1) -> dict[str, torch.Tensor]:
-        """Forward and backward of one of a minibatch's `micro_batches` micro-batches (gradients
-        accumulate); its loss, log-probs [b, N], entropies [b, N], clip and trained-token statistics.
-        From a CUDA graph when they are on."""
-        inputs, static = self.pass_inputs(rows, normalizer, beta, group_size, micro_batches)
+                    group_size: int) -> dict[str, torch.Tensor]:
+        """Forward and backward of one micro-batch of a minibatch (gradients accumulate); its loss,
+        log-probs [b, N], entropies [b, N], clip and trained-token statistics. `rows` may carry the
+        minibatch's `trained` mask and `trained_tokens` (_with_trained_tokens); without them the
+        micro-batch is the whole minibatch. From a CUDA graph when they are on."""
+        inputs, static = self.pass_inputs(rows, normalizer, beta, group_size)
         if self.policy_graphs is None:
             return self.loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
@@ -269,16 +297,16 @@ class Learner:
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
 
     def pass_inputs(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
-                    group_size: int, micro_batches: int = 1) -> tuple[dict[str, torch.Tensor], dict]:
+                    group_size: int) -> tuple[dict[str, torch.Tensor], dict]:
         """The tensors and the static arguments of `loss_and_backward` for one micro-batch."""
         inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device),
                   "entropy_coef": self.entropy_bonus.applied_coef()}
         static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0,
-                      group_size=group_size, micro_batches=micro_batches)
+                      group_size=group_size)
         return inputs, static
 
     def loss_and_backward(self, inputs: dict[str, torch.Tensor], num_sequences: int, use_kl: bool,
-                          group_size: int, micro_batches: int = 1) -> dict[str, torch.Tensor]:
+                          group_size: int) -> dict[str, torch.Tensor]:
         """The GRPO loss of `inputs` and its backward (graph-safe: no host syncs)."""
         g, k = self.cfg.grpo, self.cfg.kl
         with self.autocast():
@@ -286,7 +314,10 @@ class Learner:
         logp, entropy, mask = logp.float(), entropy.float(), inputs["mask"]
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
         per_token, ratio = clipped_surrogate(logp, old, inputs["advantages"], g.epsilon_low, g.epsilon_high)
-        trained = high_entropy_mask(entropy.detach(), mask, g.top_entropy_quantile)
+        if "trained" in inputs:  # the minibatch's top-entropy mask (several micro-batches)
+            trained = inputs["trained"]
+        else:
+            trained = high_entropy_mask(entropy.detach(), mask, g.top_entropy_quantile)
         per_token = per_token * trained
         if g.sampler_correction.mode != "none":
             per_token = per_token * sampler_weights(old, inputs["sampler_logp"], mask, g.sampler_correction.mode,
@@ -298,8 +329,9 @@ class Learner:
                                     max(self.max_new_tokens.values()))
         loss = normalizer.aggregate(per_token, mask)
         trained_entropy, trained_tokens = (entropy * trained).sum(), trained.sum()
-        if self.entropy_bonus.enabled:
-            loss = loss - inputs["entropy_coef"] * trained_entropy / trained_tokens.clamp(min=1) / micro_batches
+        if self.entropy_bonus.enabled:  # this micro-batch's share of the minibatch's mean trained entropy
+            minibatch_tokens = inputs.get("trained_tokens", trained_tokens.clamp(min=1))
+            loss = loss - inputs["entropy_coef"] * trained_entropy / minibatch_tokens
         loss.backward()
         clip = clip_stats(ratio.detach(), inputs["advantages"], mask, g.epsilon_low, g.epsilon_high)
         return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach(),

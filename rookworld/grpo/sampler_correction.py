@@ -38,3 +38,14 @@ def mismatch(trainer_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch
     """Mean and max |log pi_old - log mu| per completion token: how far the sampler is off-policy."""
     gap = (trainer_logp.float() - sampler_logp.float()).abs() * mask
     return {"sampler/logp_gap_mean": gap.sum() / mask.sum().clamp(min=1), "sampler/logp_gap_max": gap.max()}
+
+
+def weight_stats(weights: torch.Tensor, mask: torch.Tensor, mode: str) -> dict[str, torch.Tensor]:
+    """Min, mean and max of the weights `sampler_weights` gave the loss (TRL's
+    sampling/importance_sampling_ratio/*): over the completion tokens (token modes) or the completions
+    with at least one token (sequence modes). No host sync."""
+    real = mask.sum(-1, keepdim=True) > 0 if mode.startswith("sequence") else mask > 0
+    count = real.sum().clamp(min=1)
+    return {"sampling/importance_sampling_ratio/min": weights.masked_fill(~real, float("inf")).min(),
+            "sampling/importance_sampling_ratio/mean": (weights * real).sum() / count,
+            "sampling/importance_sampling_ratio/max": weights.masked_fill(~real, float("-inf")).max()}

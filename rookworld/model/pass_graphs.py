@@ -37,7 +37,7 @@ from rookworld.model.fast_sampling import capturing, side_stream
 
 PROMPT_KEYS = ("prompt_ids", "prompt_mask", "prompt_positions")           # [U, P]: padded on the left
 COMPLETION_KEYS = ("completion_ids", "completion_positions", "mask", "ref_logp", "old_logp",
-                   "sampler_logp")  # [B, N]: padded on the right
+                   "sampler_logp", "trained")  # [B, N]: padded on the right
 MODEL_INPUTS = (*PROMPT_KEYS, "group", "completion_ids", "completion_positions", "mask")  # what a forward reads
 
 

@@ -40,6 +40,9 @@ class KLFixed:
         one_of("kl.estimator", self.estimator, ESTIMATORS)
         one_of("kl.placement", self.placement, PLACEMENTS)
         require_bool(self.bias_correction, "kl.bias_correction")
+        require(not (self.bias_correction and self.estimator == "k2"), "kl.bias_correction", self.bias_correction,
+                "with kl.estimator='k2' the ratio-weighted KL gradient is biased; use kl.estimator=k1 or k3 "
+                "(unbiased with it) or kl.bias_correction=false")
         require(self.coef >= 0, "kl.coef", self.coef, "must be >= 0")
         require(self.sync_every >= 0, "kl.sync_every", self.sync_every, "must be >= 0 (0 = never)")
         require(0 <= self.sync_alpha <= 1, "kl.sync_alpha", self.sync_alpha, "must be in [0, 1]")
