@@ -1,11 +1,12 @@
 """The entry points' one exit policy. A user error (bad config, model, data path, tracking store)
-prints `rookworld: error: <one line>` and exits with status 2; SIGTERM / SIGINT (rookworld.interrupts)
+prints `rookworld: error: <one line>`, writes it to the run folder's log, and exits with status 2; SIGTERM / SIGINT (rookworld.interrupts)
 print `rookworld: stopped by SIGTERM` and exit with 128 + the signal (143 / 130) once the run has
 closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
 instead: the sweeper records a user error as the trial's failure, and a sweep worker ends on a
 signal (rookworld/sweep/run_worker.py)."""
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +16,7 @@ from hydra.types import RunMode
 
 from rookworld.config import ConfigError
 from rookworld.interrupts import Interrupted, raise_on_signals
+from rookworld.outcomes import RUN_LOG
 from rookworld.model.hub import ModelLoadError
 from rookworld.tracking import TrackingError
 
@@ -31,6 +33,7 @@ def as_command() -> Iterator[None]:
         if in_multirun():
             raise
         print(f"rookworld: error: {error}", file=sys.stderr)
+        logging.getLogger(RUN_LOG).error(f"rookworld: error: {error}")  # the run folder's log says why it is empty
         sys.exit(2)
     except Interrupted as stop:
         if in_multirun():

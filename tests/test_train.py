@@ -11,7 +11,7 @@ import torch
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import ConfigError, load_run, validate, validate_bench, validate_sft
+from rookworld.config import ConfigError, load_run, resumed_config, validate, validate_bench, validate_sft
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
@@ -277,6 +277,46 @@ def test_a_forced_resume_applies_the_new_optimizer_settings(tmp_path, checkpoint
     assert trainer.step == 1 and trainer.learner.optimizer.state  # moments and step counts from the checkpoint ...
     assert [group["weight_decay"] for group in trainer.learner.optimizer.param_groups] == [0.5]  # ... settings from the config
     assert "accepts changes against the checkpoint: optimizer.weight_decay (0.0 -> 0.5)" in capsys.readouterr().out
+
+
+def resume_command(tmp_path, *overrides):
+    """The config `python -m rookworld.train *overrides` runs, composed on the default config (no TINY_RUN)."""
+    with initialize_config_dir(config_dir=CONF_DIR):
+        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+    return resumed_config(cfg, cfg.hydra.overrides.task, cfg.hydra.runtime.choices)
+
+
+def test_resume_from_alone_continues_the_checkpoint_run(tmp_path, checkpoint):
+    """`resume_from=DIR` on the default config (the hub model, 200 steps) runs the checkpoint's own config,
+    with this command's output folder."""
+    cfg = resume_command(tmp_path, f"resume_from={checkpoint}", f"checkpoint.dir={tmp_path}/checkpoints")
+    spec = load_run(cfg)
+    assert spec.model.source.endswith("rookworld_tiny") and spec.steps == 1 and spec.task_mix.A == 1.0
+    assert spec.checkpoint.dir == f"{tmp_path}/checkpoints" and spec.resume_from == str(checkpoint)
+    trainer = build_trainer(spec, make_tracker(cfg))
+    assert trainer.step == 1
+
+
+def test_a_key_set_on_top_of_resume_from_alone_is_checked_against_the_checkpoint(tmp_path, checkpoint):
+    cfg = resume_command(tmp_path, f"resume_from={checkpoint}", "optimizer.lr=1e-4", "log_every=5")
+    assert cfg.log_every == 5  # a key a resume may change
+    with pytest.raises(ConfigError, match=r"the config differs from the checkpoint's in optimizer\.lr \(2e-05 -> 0\.0001\); "):
+        check_resume(load_run(cfg), checkpoint)
+
+
+def test_a_config_group_on_the_command_line_composes_the_config_as_written(tmp_path, checkpoint):
+    cfg = resume_command(tmp_path, f"resume_from={checkpoint}", "model=tiny")
+    assert cfg.model.tiny.n_layer and cfg.steps == 200  # not the checkpoint's: the resume check refuses it
+    tracked = resume_command(tmp_path, f"resume_from={checkpoint}", "tracking=mlflow")  # tracking.* may change
+    assert tracked.steps == 1 and tracked.tracking.backend == "mlflow"
+
+
+@pytest.mark.slow
+def test_resume_from_alone_on_the_command_line_continues_the_run(tmp_path, checkpoint):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", f"resume_from={checkpoint}", "tracking=none",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "outcome: success (finished 1 steps)" in proc.stdout, proc.stdout[-2000:]
 
 
 @pytest.mark.parametrize("min_lr_ratio, refused", [(0.1, ["steps"]), (1.0, [])])
