@@ -2,6 +2,7 @@
 import math
 import os
 import re
+from pathlib import Path
 from dataclasses import replace
 import subprocess
 import sys
@@ -164,12 +165,16 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, the held-out "
                               "validation part has 300"),
 ])
-def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key):
+def test_invalid_values_fail_before_the_model_loads_with_one_line(tmp_path, override, key):
+    """... and the run folder Hydra made before the check holds no MLflow store, and a log that says why."""
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["outputs"]
+    (log,) = tmp_path.glob("outputs/*/*/train.log")
+    assert log.read_text().strip().endswith(lines[0]), log.read_text()
 
 
 @pytest.mark.parametrize("override, line", [
@@ -186,6 +191,22 @@ def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, o
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"rookworld: error: {line}"], proc.stderr
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no MLflow store
+
+
+def test_help_says_what_the_command_does_and_lists_each_group_once(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) < 40 and "GRPO" in lines[0]
+    assert "python -m rookworld.train experiment=quickstart" in proc.stdout and "README.md" in proc.stdout
+    conf = Path(CONF_DIR)
+    groups = {str(p.relative_to(conf)) for p in conf.rglob("*") if p.is_dir() and p.relative_to(conf).parts[0] != "hydra"}
+    listed = [line.split(":")[0].strip() for line in lines if line.startswith("  ") and ": " in line and "#" not in line]
+    assert sorted(listed) == sorted(groups | {"sweeps"})  # each once; no run folder, no conf/ prefix
+    kl = next(line for line in lines if line.startswith("  kl:"))
+    assert kl.split(":", 1)[1].split() == ["adaptive,", "fixed", "(default),", "none"]
+    assert list(tmp_path.iterdir()) == []  # no outputs/ folder
 
 
 @pytest.mark.parametrize("override", [
