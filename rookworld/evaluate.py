@@ -105,6 +105,7 @@ def score_standard_error(tasks: list[str], values: list[float]) -> float:
 
 
 IMPROVED, WORSE, NO_CHANGE = "improved", "worse", "no_change"  # the run's change: the tag rookworld.change
+CHANGE_METRIC, CHANGE_SE_METRIC = "change/eval_score", "change/stderr"  # the change and its paired standard error
 
 
 def classify_change(change: float, paired_se: float) -> str:
@@ -126,7 +127,7 @@ class Change:
     paired_se: float  # the standard error of the change, from the per-problem differences
 
     def metrics(self) -> dict[str, float]:
-        return {"change/eval_score": self.change, "change/stderr": self.paired_se}
+        return {CHANGE_METRIC: self.change, CHANGE_SE_METRIC: self.paired_se}
 
 
 _VERDICT_WORDS = {IMPROVED: "improved", WORSE: "worse", NO_CHANGE: "no change beyond the standard error"}
