@@ -1,7 +1,7 @@
 """The entry points' one exit policy. A user error (bad config, model, data path, tracking store)
-prints `rookworld: error: <one line>`, writes it to the run folder's log, and exits with status 2; SIGTERM / SIGINT (rookworld.interrupts)
-print `rookworld: stopped by SIGTERM` and exit with 128 + the signal (143 / 130) once the run has
-closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
+prints `rookworld: error: <one line>`, writes it to the run folder's log and exits with status 2;
+SIGTERM / SIGINT (rookworld.interrupts) print `rookworld: stopped by SIGTERM` and exit with 128 + the
+signal (143 / 130) once the run has closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
 instead: the sweeper records a user error as the trial's failure, and a sweep worker ends on a
 signal (rookworld/sweep/run_worker.py)."""
 from __future__ import annotations
@@ -16,8 +16,8 @@ from hydra.types import RunMode
 
 from rookworld.config import ConfigError
 from rookworld.interrupts import Interrupted, raise_on_signals
-from rookworld.outcomes import RUN_LOG
 from rookworld.model.hub import ModelLoadError
+from rookworld.outcomes import RUN_LOG
 from rookworld.tracking import TrackingError
 
 USER_ERRORS = (ConfigError, ModelLoadError, TrackingError, FileNotFoundError)

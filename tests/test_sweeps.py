@@ -25,7 +25,7 @@ from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.host import host_id
 from rookworld.sweep.pruning import OptunaPruningHook, build_pruner
 from rookworld.sweep.storage_url import default_timeouts
-from rookworld.sweep.stages import RACE
+from rookworld.sweep.stages import RACE, SEARCH
 from rookworld.sweep.summary import RUNS, STUDY, SweepSummary, TrialRow, summary_dict, summary_markdown
 from rookworld.sweep.study import (
     FAIL_REASON_ATTR,
@@ -446,11 +446,12 @@ def test_the_summary_says_when_the_best_is_worse_than_the_untrained_model_or_the
     assert "The best is WORSE than the untrained model (eval/score at step 0): 0.3542 against 0.3568 (-0.0026): " \
            "no trial improved on it." in text, text
 
-    search = TrialRow(0, "success", 0.62, {}, state="COMPLETE", start=0.558, config="0")
-    raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=RACE, config="baseline") for n, v in [(1, 0.61), (2, 0.60)]]
+    search = TrialRow(0, "success", 0.62, {}, state="COMPLETE", start=0.558, stage=SEARCH, config="0")
+    raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=stage, config="baseline")
+             for n, v, stage in [(1, 0.61, SEARCH), (2, 0.60, SEARCH), (3, 0.50, RACE)]]  # the race's not compared
     lines = summary_markdown(SweepSummary(STUDY, "s", "maximize", (search, *raced), ())).splitlines()
     assert "Against the untrained model (eval/score at step 0): 0.558 -> 0.62 (+0.0620)." in lines
     assert "Against the baseline configuration (its mean): 0.605 -> 0.62 (+0.0150)." in lines
-    raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=RACE, config="baseline") for n, v in [(1, 0.66), (2, 0.64)]]
+    raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=SEARCH, config="baseline") for n, v in [(1, 0.66), (2, 0.64)]]
     text = summary_markdown(SweepSummary(STUDY, "s", "maximize", (search, *raced), ()))
-    assert "The best is WORSE than the baseline configuration (its mean): 0.62 against 0.65 (-0.0300)" in text, text
+    assert "The best is the baseline configuration itself: no searched configuration beat it." in text, text

@@ -107,11 +107,11 @@ class SweepSummary:
         ranked = self.ranked()
         return ranked[0] if ranked else None
 
-    @property
-    def baseline(self) -> float | None:
-        """A staged sweep's baseline configuration: the mean objective of its successful trials (None without)."""
-        scores = [t.objective for t in self.trials if t.config == BASELINE and t.objective is not None
-                  and t.outcome in (SUCCESS, NO_RUN)]
+    def baseline(self, stage: str | None) -> float | None:
+        """A staged sweep's baseline configuration: the mean objective of its successful trials of `stage`
+        (the same steps and held-out part as that stage's others); None without."""
+        scores = [t.objective for t in self.trials if t.config == BASELINE and t.stage == stage
+                  and t.objective is not None and t.outcome in (SUCCESS, NO_RUN)]
         return sum(scores) / len(scores) if scores else None
 
 
@@ -350,13 +350,18 @@ def _best_line(summary: SweepSummary) -> str:
 
 def against_start_and_baseline(summary: SweepSummary) -> list[str]:
     """The best trial against the untrained model (its own eval/score at step 0, on the same problems) and
-    against a staged sweep's baseline; one line each that it has, saying when the best is worse."""
+    against a staged sweep's baseline (its mean in the best trial's stage); one line for each it has,
+    saying when the best is worse, or is the baseline itself."""
     best, lines = summary.best, []
     if best is None or best.objective is None:
         return lines
     sign = 1 if summary.direction == "maximize" else -1
+    baseline = summary.baseline(best.stage)
+    if baseline is not None and best.config == BASELINE:
+        lines.append("The best is the baseline configuration itself: no searched configuration beat it.")
+        baseline = None
     for name, reference in (("the untrained model (eval/score at step 0)", best.start),
-                            ("the baseline configuration (its mean)", summary.baseline)):
+                            ("the baseline configuration (its mean)", baseline)):
         if reference is None:
             continue
         change = best.objective - reference
