@@ -17,7 +17,6 @@ from hydra.types import RunMode
 from rookworld.config import ConfigError
 from rookworld.interrupts import Interrupted, raise_on_signals
 from rookworld.model.hub import ModelLoadError
-from rookworld.outcomes import RUN_LOG
 from rookworld.tracking import TrackingError
 
 USER_ERRORS = (ConfigError, ModelLoadError, TrackingError, FileNotFoundError)
@@ -33,7 +32,7 @@ def as_command() -> Iterator[None]:
         if in_multirun():
             raise
         print(f"rookworld: error: {error}", file=sys.stderr)
-        logging.getLogger(RUN_LOG).error(f"rookworld: error: {error}")  # the run folder's log says why it is empty
+        to_run_log(f"rookworld: error: {error}", logging.ERROR)  # the run folder's log says why it is empty
         sys.exit(2)
     except Interrupted as stop:
         if in_multirun():
@@ -44,3 +43,13 @@ def as_command() -> Iterator[None]:
 
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def to_run_log(message: str, level: int = logging.INFO) -> None:
+    """`message` written to the run's log file (Hydra's job log: train.log, sft.log) and not to the
+    terminal, where it is printed already: handed to the root logger's file handlers alone, so whatever
+    hydra/job_logging the user picked is kept (none has no file: nothing is written)."""
+    record = logging.LogRecord("rookworld", level, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and level >= handler.level:
+            handler.handle(record)

@@ -15,7 +15,3 @@ FAILED = "failed"            # an exception ended the run (its message is the st
 DIVERGED_OUTCOMES = (DIVERGED_KL_GROWTH, DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_REWARD)
 FAILURE_OUTCOMES = (KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES)  # each ends a run with objective.failure_penalty
 OUTCOMES = (RUNNING, SUCCESS, KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES, PRUNED, FAILED)
-
-# The logger whose records go to the run's log file (train.log, sft.log) only, not to the terminal
-# (conf/config.yaml: hydra.job_logging): what a run keeps of its printed verdict lines and errors.
-RUN_LOG = "rookworld.run_log"

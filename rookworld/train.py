@@ -5,8 +5,6 @@ failed outcome) is what the Optuna sweeper optimises, its `outcome` what the stu
 """
 from __future__ import annotations
 
-import logging
-
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
@@ -14,10 +12,9 @@ from omegaconf import DictConfig
 from rookworld.components import build_trainer
 from rookworld.config import PROJECT_TARGETS, load_run, resumed_config
 from rookworld.composition import run_hydra_main
-from rookworld.errors import as_command, in_multirun
+from rookworld.errors import as_command, in_multirun, to_run_log
 from rookworld.evaluate import Change, judge_change
 from rookworld.hooks import build_step_hooks, run_link
-from rookworld.outcomes import RUN_LOG
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 from rookworld.trainer import RunResult, Trainer
 
@@ -39,7 +36,7 @@ def run(cfg: DictConfig) -> RunResult:
             tracker.log_metrics(change.metrics(), step=result.steps)
     if change is not None:
         print(change.line)
-        logging.getLogger(RUN_LOG).info(change.line)
+        to_run_log(change.line)
     return result
 
 
