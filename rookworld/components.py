@@ -25,12 +25,18 @@ from rookworld.trainer import Trainer
 def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     """The Trainer of `spec` (it resumes itself when spec.resume_from is set); `hooks`: its StepHooks."""
     device = resolve_device(spec.device)
+    if device.type == "cpu" and spec.cpu_threads is not None:
+        torch.set_num_threads(spec.cpu_threads)
     parts = heldout_problems(spec.eval.split, spec.data)
     heldout = eval_problems(spec.eval, *parts, seed=spec.seed)  # its errors before the model loads
     sampler = make_sampler(spec)
     if isinstance(spec.reward, MoveValue):
         require_move_values(sampler.problems["P"], spec.data, "train")
         require_move_values(heldout, spec.data, spec.eval.split)
+    print(f"loading {spec.model.describe()} on {device}"
+          + (f" ({_threads(torch.get_num_threads())})" if device.type == "cpu" else "")
+          + f"; {spec.end_step} steps, {len(heldout)} held-out problems evaluated at step 0"
+          + (" and the end" if spec.eval.every == 0 else f", every {spec.eval.every} steps and the end"), flush=True)
     policy, tokenizer = load_policy(spec.model, device)
     return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, spec.kl, device),
                    reward_fn=spec.reward.build(), sampler=sampler, heldout=heldout,
@@ -45,6 +51,10 @@ def require_move_values(problems: list, data: Data, split: str) -> None:
         where = data.as_mapping().get(f"policy_{split}") or f"the {data.kind} {split} positions"
         raise ConfigError(f"reward=move_value needs action_values on every P: position: {where} has none for "
                           f"{missing.truth.fen!r} (docs/rewards.md: the move-value data)")
+
+
+def _threads(count: int) -> str:
+    return "1 thread" if count == 1 else f"{count} threads"
 
 
 def heldout_problems(split: str, data: Data) -> tuple[list, list]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import string
 import sys
 from collections.abc import Callable, Iterable
 
@@ -26,6 +27,9 @@ def run_hydra_main(main: Callable[[], object], config_name: str) -> None:
 
     from rookworld.interrupts import Interrupted
 
+    if {"--help", "-h"} & set(sys.argv[1:]):
+        print(help_text(config_name))
+        return
     os.environ[_FULL_ERROR] = "1"
     try:
         main()
@@ -35,6 +39,29 @@ def run_hydra_main(main: Callable[[], object], config_name: str) -> None:
     except Interrupted as stop:  # a multirun of Hydra's own launcher: its job's run is closed (KILLED)
         print(f"rookworld: {stop.stop_reason}", file=sys.stderr)
         sys.exit(stop.exit_code)
+
+
+def help_text(config_name: str) -> str:
+    """`--help`: the config's hydra.help.template with $APP_CONFIG_GROUPS as one line per config group, its
+    options and its default. Hydra's own list names each group twice (conf/ and the project root that
+    holds sweeps/ are both on its search path) and lists run folders under outputs/ as groups;
+    `--hydra-help` still prints Hydra's."""
+    from rookworld.tracking import CONF_DIR
+
+    cfg = _compose(config_name, [])
+    choices = {k: v for k, v in cfg.hydra.runtime.choices.items() if not k.startswith("hydra/")}
+    folders = {str(p.relative_to(CONF_DIR)): p for p in sorted(CONF_DIR.rglob("*")) if p.is_dir()}
+    if "sweeps" in choices:  # a command that sweeps takes every group: sweep storage, pruners, ...
+        folders["sweeps"] = CONF_DIR.parent / "sweeps"
+    listed = {g: p for g, p in folders.items() if g.split("/")[0] != "hydra"
+              and ("sweeps" in choices or g.split("/")[0] in choices)}
+    width = max(map(len, listed))
+    lines = []
+    for group, folder in sorted(listed.items()):
+        options = sorted(p.stem for p in folder.glob("*.yaml"))
+        default = choices.get(group)
+        lines.append(f"  {group + ':':{width + 1}} " + ", ".join(f"{o} (default)" if o == default else o for o in options))
+    return string.Template(cfg.hydra.help.template).safe_substitute(APP_CONFIG_GROUPS="\n".join(lines))
 
 
 def describe(error: Exception, argv: list[str], config_name: str) -> str:
@@ -90,21 +117,27 @@ def _close(word: str, candidates: Iterable[str]) -> str:
 
 def config_keys(config_name: str, overrides: list[str]) -> list[str]:
     """Every dotted key of the composed config (with the user's other overrides when they compose)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from rookworld.tracking import CONF_DIR
-
     for attempt in (overrides, []):
-        GlobalHydra.instance().clear()
         try:
-            with initialize_config_dir(config_dir=str(CONF_DIR)):
-                cfg = compose(config_name, overrides=attempt, return_hydra_config=True)
+            cfg = _compose(config_name, attempt)
         except (ConfigCompositionException, OverrideParseException):
             continue  # another bad override: the defaults' keys then
         return sorted(_dotted_keys(OmegaConf.to_container(cfg, resolve=False)))
     return []
+
+
+def _compose(config_name: str, overrides: list[str]):
+    """conf/<config_name>.yaml with `overrides` and Hydra's own node, outside a Hydra run."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    from rookworld.tracking import CONF_DIR
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF_DIR)):
+        return compose(config_name, overrides=overrides, return_hydra_config=True)
 
 
 def _dotted_keys(node: dict, prefix: str = "") -> Iterable[str]:

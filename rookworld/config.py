@@ -6,13 +6,17 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
+
+import yaml
 
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
+from rookworld.resume_check import CONFIG_FILE, resume_base
 from rookworld.specs.bench import Bench, BenchSpec
 from rookworld.specs.play import PlaySpec
 from rookworld.specs.rules import ConfigError, require  # noqa: F401  (re-exported: the one-line error of every command)
@@ -43,6 +47,20 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
 def load_run(cfg: DictConfig) -> RunSpec:
     """The RunSpec of a composed conf/config.yaml (ConfigError on the first bad value)."""
     return spec_of(RunSpec, _plain(cfg))
+
+
+def resumed_config(cfg: DictConfig, overrides: Sequence[str], groups: Collection[str]) -> DictConfig:
+    """The config of a run given `resume_from=DIR`: the checkpoint's own config with the command line's
+    `overrides` on top when they choose none of the config `groups` (rookworld.resume_check.resume_base),
+    so that `resume_from=DIR` alone continues that run; `cfg` itself otherwise, or without DIR/config.yaml
+    (the resume check then says what is missing)."""
+    path = Path(str(cfg.get("resume_from") or "")) / CONFIG_FILE
+    if not cfg.get("resume_from") or not path.is_file():
+        return cfg
+    composed = OmegaConf.to_container(cfg, resolve=False)
+    composed.pop("hydra", None)
+    base = resume_base(yaml.safe_load(path.read_text()), composed, overrides, groups)
+    return cfg if base is None else OmegaConf.create(base)
 
 
 def load_sft(cfg: DictConfig) -> SftSpec:

@@ -1,11 +1,12 @@
 """The entry points' one exit policy. A user error (bad config, model, data path, tracking store)
-prints `rookworld: error: <one line>` and exits with status 2; SIGTERM / SIGINT (rookworld.interrupts)
-print `rookworld: stopped by SIGTERM` and exit with 128 + the signal (143 / 130) once the run has
-closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
+prints `rookworld: error: <one line>`, writes it to the run folder's log and exits with status 2;
+SIGTERM / SIGINT (rookworld.interrupts) print `rookworld: stopped by SIGTERM` and exit with 128 + the
+signal (143 / 130) once the run has closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
 instead: the sweeper records a user error as the trial's failure, and a sweep worker ends on a
 signal (rookworld/sweep/run_worker.py)."""
 from __future__ import annotations
 
+import logging
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ def as_command() -> Iterator[None]:
         if in_multirun():
             raise
         print(f"rookworld: error: {error}", file=sys.stderr)
+        to_run_log(f"rookworld: error: {error}", logging.ERROR)  # the run folder's log says why it is empty
         sys.exit(2)
     except Interrupted as stop:
         if in_multirun():
@@ -41,3 +43,13 @@ def as_command() -> Iterator[None]:
 
 def in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def to_run_log(message: str, level: int = logging.INFO) -> None:
+    """`message` written to the run's log file (Hydra's job log: train.log, sft.log) and not to the
+    terminal, where it is printed already: handed to the root logger's file handlers alone, so whatever
+    hydra/job_logging the user picked is kept (none has no file: nothing is written)."""
+    record = logging.LogRecord("rookworld", level, __file__, 0, message, None, None)
+    for handler in logging.getLogger().handlers:
+        if isinstance(handler, logging.FileHandler) and level >= handler.level:
+            handler.handle(record)

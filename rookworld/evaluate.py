@@ -162,22 +162,52 @@ def score_standard_error(tasks: list[str], values: list[float]) -> float:
     return variance ** 0.5
 
 
-def describe_change(before: EvalResult, after: EvalResult, tasks: list[str], at_step: int) -> str:
-    """One line: eval/score from `before` to `after` with the paired standard error of the change (from the
+IMPROVED, WORSE, NO_CHANGE = "improved", "worse", "no_change"  # the run's change: the tag rookworld.change
+CHANGE_METRIC, CHANGE_SE_METRIC = "change/eval_score", "change/stderr"  # the change and its paired standard error
+
+
+def classify_change(change: float, paired_se: float) -> str:
+    """improved / worse when eval/score moved up / down by more than the paired standard error of the
+    change, else no_change."""
+    if change > paired_se:
+        return IMPROVED
+    if change < -paired_se:
+        return WORSE
+    return NO_CHANGE
+
+
+@dataclass(frozen=True)
+class Change:
+    """eval/score from one evaluation to a later one of the same problems (judge_change)."""
+    verdict: str  # IMPROVED, WORSE or NO_CHANGE
+    line: str  # the one line printed at the end of a run and written to its log
+    change: float  # eval/score after - before
+    paired_se: float  # the standard error of the change, from the per-problem differences
+
+    def metrics(self) -> dict[str, float]:
+        return {CHANGE_METRIC: self.change, CHANGE_SE_METRIC: self.paired_se}
+
+
+_VERDICT_WORDS = {IMPROVED: "improved", WORSE: "worse", NO_CHANGE: "no change beyond the standard error"}
+
+
+def judge_change(before: EvalResult, after: EvalResult, tasks: list[str], at_step: int) -> Change:
+    """eval/score from `before` to `after` with the paired standard error of the change (from the
     per-problem differences after - before on the same problems, not the error of one score), whether it
-    rose beyond that error, how many held-out problems scored better and worse, and the held-out metrics
-    (per-slice ones included) that rose and that fell."""
+    rose or fell beyond that error, how many held-out problems scored better and worse, and the held-out
+    metrics (per-slice ones included) that rose and that fell."""
     change = after.score - before.score
     differences = [b - a for a, b in zip(before.problem_scores, after.problem_scores)]
     paired = score_standard_error(tasks, differences)
-    verdict = "improved" if change > paired else "no gain beyond the standard error"
+    verdict = classify_change(change, paired)
     better, worse = sum(d > 0 for d in differences), sum(d < 0 for d in differences)
     moved = {k: (before.metrics[k], v) for k, v in after.metrics.items()
              if k in before.metrics and k.count("/") >= 2 and not k.endswith(("_se", "_n"))
              and abs(v - before.metrics[k]) >= 5e-4}
     rose = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b > a]
     fell = [f"{k} {a:.3f} -> {b:.3f}" for k, (a, b) in moved.items() if b < a]
-    return (f"{verdict} after {at_step} steps: eval/score {before.score:.4f} -> {after.score:.4f} "
+    line = (f"{_VERDICT_WORDS[verdict]} after {at_step} steps: eval/score {before.score:.4f} -> {after.score:.4f} "
             f"({change:+.4f}, paired standard error {paired:.4f} from the changes of {len(tasks)} held-out problems: "
             f"{better} better, {worse} worse)"
             + (f"; rose: {', '.join(rose)}" if rose else "") + (f"; fell: {', '.join(fell)}" if fell else ""))
+    return Change(verdict, line, change, paired)

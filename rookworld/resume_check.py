@@ -6,6 +6,8 @@ differing key, unless `resume_check.accept_changes=true`, which the run's params
 logs the changes it accepted."""
 from __future__ import annotations
 
+import copy
+from collections.abc import Collection, Sequence
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -45,6 +47,47 @@ def check_resume(cfg: RunSpec, directory: str | Path) -> tuple[Changes, Changes]
                           f"a resume may change only resume_check.may_change, and steps while the LR schedule "
                           f"does not use them; resume_check.accept_changes=true resumes anyway")
     return allowed, refused
+
+
+def resume_base(saved: dict, composed: dict, overrides: Sequence[str], groups: Collection[str]) -> dict | None:
+    """What `resume_from=DIR` runs when the command line (`overrides`) chooses no config group: the
+    checkpoint's config `saved`, with the keys the command line sets and those a resume may change
+    (resume_check.may_change: outputs, logging, time limits) taken from `composed`, this command's config
+    as written (interpolations unresolved). So `resume_from=DIR` alone continues that run, and a key set
+    on top is checked as always. None when the command line chooses a group other than one a resume may
+    change as a whole (tracking=none): `composed` runs then, checked as always."""
+    keys = [override.partition("=")[0].lstrip("+~") for override in overrides]
+    patterns = composed["resume_check"]["may_change"]
+    chosen = [key.partition("@")[0] for key in keys if key.partition("@")[0] in groups]
+    if not all(_listed(flatten({group: composed.get(group) or {}}), patterns) for group in chosen):
+        return None  # a group whose keys a resume may not all change (tracking=none, say, it may)
+    base = copy.deepcopy(saved)
+    for key in sorted(flatten(saved).keys() | flatten(composed).keys()):
+        if _listed([key], patterns):
+            _copy_key(base, composed, key)
+    for key in keys:
+        _copy_key(base, composed, key)
+    return base
+
+
+def _listed(keys, patterns: Sequence[str]) -> bool:
+    """Every one of the dotted `keys` matches one of the shell-style `patterns`."""
+    return all(any(fnmatchcase(key, pattern) for pattern in patterns) for key in keys)
+
+
+def _copy_key(target: dict, source: dict, key: str) -> None:
+    """The dotted `key` of `source` (a value or a subtree) set in `target`; removed from it when `source` lacks it."""
+    *parents, leaf = key.split(".")
+    for name in parents:
+        if not isinstance(source, dict) or name not in source:
+            source = None
+            break
+        source = source[name]
+        target = target.setdefault(name, {})
+    if isinstance(source, dict) and leaf in source:
+        target[leaf] = copy.deepcopy(source[leaf])
+    else:
+        target.pop(leaf, None)
 
 
 def may_change(key: str, cfg: RunSpec, saved: dict) -> bool:

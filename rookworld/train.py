@@ -6,21 +6,23 @@ failed outcome) is what the Optuna sweeper optimises, its `outcome` what the stu
 from __future__ import annotations
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rookworld.components import build_trainer
-from rookworld.config import PROJECT_TARGETS, load_run
+from rookworld.config import PROJECT_TARGETS, load_run, resumed_config
 from rookworld.composition import run_hydra_main
-from rookworld.errors import as_command
-from rookworld.evaluate import describe_change
+from rookworld.errors import as_command, in_multirun, to_run_log
+from rookworld.evaluate import Change, judge_change
 from rookworld.hooks import build_step_hooks, run_link
-from rookworld.tracking import NullTracker, make_tracker
-from rookworld.trainer import RunResult
+from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
+from rookworld.trainer import RunResult, Trainer
 
 
 def run(cfg: DictConfig) -> RunResult:
     """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
-    fails before a run exists."""
+    fails before a run exists. A run that evaluated at step 0 and at its end says what changed: the last
+    line printed, in the run's log, and on the MLflow run (tag rookworld.change, metrics change/*)."""
     spec = load_run(cfg)
     trainer = build_trainer(spec, NullTracker(), build_step_hooks(cfg))
     with make_tracker(cfg, run_link(cfg)) as tracker:
@@ -28,14 +30,29 @@ def run(cfg: DictConfig) -> RunResult:
         tracker.log_config_yaml(cfg)
         trainer.tracker = tracker
         result = trainer.fit()
-    if trainer.first_eval is not None and trainer.last_eval is not None and result.final_eval:
-        print(describe_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps))
+        change = run_change(trainer, result)
+        if change is not None:
+            tracker.set_tag(CHANGE_TAG, change.verdict)
+            tracker.log_metrics(change.metrics(), step=result.steps)
+    if change is not None:
+        print(change.line)
+        to_run_log(change.line)
     return result
+
+
+def run_change(trainer: Trainer, result: RunResult) -> Change | None:
+    """eval/score from step 0 to the final evaluation; None without both (a resumed or failed run)."""
+    if trainer.first_eval is None or trainer.last_eval is None or not result.final_eval:
+        return None
+    return judge_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps)
 
 
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> RunResult:
     with as_command():
+        if not in_multirun():  # a sweep composes each trial's whole config itself
+            job = HydraConfig.get()
+            cfg = resumed_config(cfg, job.overrides.task, job.runtime.choices)
         return run(cfg)
 
 

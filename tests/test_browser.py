@@ -25,7 +25,7 @@ import pytest
 from test_tracking import REPO, SUMMARY_FILES, mlflow_server, rest, tags_of
 
 from rookworld.tracking.ui import EXPERIMENT_KIND_TAG, MODEL_TRAINING_KIND, VIEW_TAG, runs_view_url
-from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
+from rookworld.tracking import CHANGE_TAG, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("browser")]  # one worker runs the quickstart and the browser
 
@@ -91,6 +91,8 @@ def test_the_quickstart_shows_learning_beyond_the_standard_error(quickstart: tup
                            "0.0062 from the changes of 256 held-out problems: 37 better, 11 worse)"), \
         quickstart[1][-3000:]
     assert "eval/A/next_state/illegal 0.392 -> 0.441" in last.split("; fell:")[0], last
+    (log,) = quickstart[0].glob("outputs/*/*/train.log")  # kept: the run folder's log ends with the same line
+    assert log.read_text().strip().splitlines()[-1].endswith(last), log.read_text()[-2000:]
 
 
 def test_the_quickstart_run_is_served_with_outcome_success(server: str) -> None:
@@ -101,7 +103,8 @@ def test_the_quickstart_run_is_served_with_outcome_success(server: str) -> None:
     assert tags_of(run)[OUTCOME_TAG] == "success" and run["info"]["status"] == "FINISHED"
     assert tags_of(run)[STOP_REASON_TAG] == "finished 8 steps"
     metrics = {m["key"] for m in run["data"]["metrics"]}
-    assert {"reward", "grad_norm", "eval/score", "objective"} <= metrics  # no kl: the quickstart runs kl=none
+    assert {"reward", "grad_norm", "eval/score", "objective", "change/eval_score", "change/stderr"} <= metrics  # no kl: kl=none
+    assert tags_of(run)[CHANGE_TAG] == "improved"  # the last line's verdict, on the run
     experiment_tags = {t["key"]: t["value"] for t in experiment["tags"]}
     assert experiment_tags[EXPERIMENT_KIND_TAG] == MODEL_TRAINING_KIND and VIEW_TAG in experiment_tags
 

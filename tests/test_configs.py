@@ -8,6 +8,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG_FILES = sorted([*ROOT.glob("conf/**/*.yaml"), *ROOT.glob("sweeps/*.yaml")])
 # `key:` at any indent; a key may hold dots or slashes (sweep params: optimizer.lr) or be quoted.
+BLOCK_SCALAR = re.compile(r"\s*[|>][-+]?\s*(#|$)")  # `key: |-  # comment`: the lines below, more indented, are text
 KEY_LINE = re.compile(r"""^(?P<indent>\s*)(?P<key>'[^']*'|"[^"]*"|[^\s#'"\-][^:#]*?):(\s|$)""")
 
 
@@ -29,12 +30,17 @@ def uncommented_keys(text: str) -> list[tuple[int, str]]:
     lines (`# @package` included), list items (the `defaults:` entries among them) and the top-level
     `defaults:` key are not settings; any other line that is not a `key:` line is reported too, so that
     a YAML form this check cannot read fails instead of passing unchecked."""
-    found = []
+    found, block_indent = [], None
     for number, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
+        if block_indent is not None and (not stripped or len(line) - len(line.lstrip()) > block_indent):
+            continue  # a line of a block scalar (`key: |`): the value's text, not a key
+        block_indent = None
         if not stripped or stripped == "-" or stripped.startswith(("#", "- ")):
             continue
         match = KEY_LINE.match(line)
+        if match and BLOCK_SCALAR.match(line[match.end():]):
+            block_indent = len(match["indent"])
         if match and match["key"] == "defaults" and not match["indent"]:
             continue
         if not match or not trailing_comment(line):
@@ -62,8 +68,16 @@ def test_checker_finds_missing_comments_and_accepts_commented_keys():
         "paths:               # a list",
         "  - data/train-*.parquet",
         "  |block scalar line",
+        "help:                # a block scalar",
+        "  text: |-           # its lines are text",
+        "    a line: not a key",
+        "",
+        "    another",
+        "  after: 1",
+        "  bare: |",
+        "    text",
     ])
-    assert [number for number, _ in uncommented_keys(text)] == [9, 10, 11, 15, 18]
+    assert [number for number, _ in uncommented_keys(text)] == [9, 10, 11, 15, 18, 24, 25]
 
 
 def test_config_files_are_found():

@@ -2,6 +2,7 @@
 import math
 import os
 import re
+from pathlib import Path
 from dataclasses import replace
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import torch
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import ConfigError, load_run, validate, validate_bench, validate_sft
+from rookworld.config import ConfigError, load_run, resumed_config, validate, validate_bench, validate_sft
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
@@ -227,12 +228,16 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, the held-out "
                               "validation part has 300"),
 ])
-def test_invalid_values_fail_before_the_model_loads_with_one_line(override, key):
+def test_invalid_values_fail_before_the_model_loads_with_one_line(tmp_path, override, key):
+    """... and the run folder Hydra made before the check holds no MLflow store, and a log that says why."""
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], proc.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["outputs"]
+    (log,) = tmp_path.glob("outputs/*/*/train.log")
+    assert log.read_text().strip().endswith(lines[0]), log.read_text()
 
 
 @pytest.mark.parametrize("override, line", [
@@ -249,6 +254,22 @@ def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, o
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"rookworld: error: {line}"], proc.stderr
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no MLflow store
+
+
+def test_help_says_what_the_command_does_and_lists_each_group_once(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "--help"], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) < 40 and "GRPO" in lines[0]
+    assert "python -m rookworld.train experiment=quickstart" in proc.stdout and "README.md" in proc.stdout
+    conf = Path(CONF_DIR)
+    groups = {str(p.relative_to(conf)) for p in conf.rglob("*") if p.is_dir() and p.relative_to(conf).parts[0] != "hydra"}
+    listed = [line.split(":")[0].strip() for line in lines if line.startswith("  ") and ": " in line and "#" not in line]
+    assert sorted(listed) == sorted(groups | {"sweeps"})  # each once; no run folder, no conf/ prefix
+    kl = next(line for line in lines if line.startswith("  kl:"))
+    assert kl.split(":", 1)[1].split() == ["adaptive,", "fixed", "(default),", "none"]
+    assert list(tmp_path.iterdir()) == []  # no outputs/ folder
 
 
 @pytest.mark.parametrize("override", [
@@ -340,6 +361,46 @@ def test_a_forced_resume_applies_the_new_optimizer_settings(tmp_path, checkpoint
     assert trainer.step == 1 and trainer.learner.optimizer.state  # moments and step counts from the checkpoint ...
     assert [group["weight_decay"] for group in trainer.learner.optimizer.param_groups] == [0.5]  # ... settings from the config
     assert "accepts changes against the checkpoint: optimizer.weight_decay (0.0 -> 0.5)" in capsys.readouterr().out
+
+
+def resume_command(tmp_path, *overrides):
+    """The config `python -m rookworld.train *overrides` runs, composed on the default config (no TINY_RUN)."""
+    with initialize_config_dir(config_dir=CONF_DIR):
+        cfg = compose("config", overrides=list(overrides), return_hydra_config=True)
+    return resumed_config(cfg, cfg.hydra.overrides.task, cfg.hydra.runtime.choices)
+
+
+def test_resume_from_alone_continues_the_checkpoint_run(tmp_path, checkpoint):
+    """`resume_from=DIR` on the default config (the hub model, 200 steps) runs the checkpoint's own config,
+    with this command's output folder."""
+    cfg = resume_command(tmp_path, f"resume_from={checkpoint}", f"checkpoint.dir={tmp_path}/checkpoints")
+    spec = load_run(cfg)
+    assert spec.model.source.endswith("rookworld_tiny") and spec.steps == 1 and spec.task_mix.A == 1.0
+    assert spec.checkpoint.dir == f"{tmp_path}/checkpoints" and spec.resume_from == str(checkpoint)
+    trainer = build_trainer(spec, make_tracker(cfg))
+    assert trainer.step == 1
+
+
+def test_a_key_set_on_top_of_resume_from_alone_is_checked_against_the_checkpoint(tmp_path, checkpoint):
+    cfg = resume_command(tmp_path, f"resume_from={checkpoint}", "optimizer.lr=1e-4", "log_every=5")
+    assert cfg.log_every == 5  # a key a resume may change
+    with pytest.raises(ConfigError, match=r"the config differs from the checkpoint's in optimizer\.lr \(2e-05 -> 0\.0001\); "):
+        check_resume(load_run(cfg), checkpoint)
+
+
+def test_a_config_group_on_the_command_line_composes_the_config_as_written(tmp_path, checkpoint):
+    cfg = resume_command(tmp_path, f"resume_from={checkpoint}", "model=tiny")
+    assert cfg.model.tiny.n_layer and cfg.steps == 200  # not the checkpoint's: the resume check refuses it
+    tracked = resume_command(tmp_path, f"resume_from={checkpoint}", "tracking=mlflow")  # tracking.* may change
+    assert tracked.steps == 1 and tracked.tracking.backend == "mlflow"
+
+
+@pytest.mark.slow
+def test_resume_from_alone_on_the_command_line_continues_the_run(tmp_path, checkpoint):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", f"resume_from={checkpoint}", "tracking=none",
+                           f"hydra.run.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "outcome: success (finished 1 steps)" in proc.stdout, proc.stdout[-2000:]
 
 
 @pytest.mark.parametrize("min_lr_ratio, refused", [(0.1, ["steps"]), (1.0, [])])

@@ -6,6 +6,8 @@ import torch
 from mlflow import MlflowClient
 
 from rookworld.config import ConfigError
+from rookworld.evaluate import classify_change
+from rookworld.tracking import CHANGE_TAG
 from rookworld.train import run
 from train_helpers import tiny_config
 
@@ -29,7 +31,7 @@ def only_run(client):
     return runs[0]
 
 
-def test_a_run_logs_params_metrics_tags_and_artifacts(tmp_path):
+def test_a_run_logs_params_metrics_tags_and_artifacts(tmp_path, capsys):
     cfg, client = tracked(tmp_path, "eval.every=1", "kl=fixed")
     result = run(cfg)
     logged = only_run(client)
@@ -41,6 +43,15 @@ def test_a_run_logs_params_metrics_tags_and_artifacts(tmp_path):
         assert [m.step for m in history] == [1, 2], name
     evals = client.get_metric_history(logged.info.run_id, "eval/score")
     assert [m.step for m in evals] == [0, 1, 2]
+    # the last printed line (improved / worse / no change) is on the run too: tag rookworld.change, metrics
+    # change/eval_score (the final eval/score - step 0's) and change/stderr (its paired standard error)
+    change, stderr = logged.data.metrics["change/eval_score"], logged.data.metrics["change/stderr"]
+    assert change == pytest.approx(evals[-1].value - evals[0].value)
+    assert logged.data.tags[CHANGE_TAG] == classify_change(change, stderr)
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    words = {"improved": "improved", "worse": "worse", "no_change": "no change beyond the standard error"}
+    assert last.startswith(f"{words[logged.data.tags[CHANGE_TAG]]} after 2 steps: eval/score {evals[0].value:.4f} -> "
+                           f"{evals[-1].value:.4f} ({change:+.4f}, paired standard error {stderr:.4f}"), last
     assert logged.data.metrics["objective"] == pytest.approx(result.objective)
     assert logged.data.tags["rookworld.outcome"] == "success"
     artifacts = {a.path for a in client.list_artifacts(logged.info.run_id)}

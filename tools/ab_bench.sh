@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B timing of two source trees on one GPU, in ABBA order per shape (device tool, carry [".whl", DIR...]):
+# A/B timing of two source trees on one GPU, in ABBA order per shape (the wheels in .whl/ on a machine without network):
 #   bash tools/ab_bench.sh A_DIR [B_DIR] [STEPS]        # B_DIR defaults to this tree
 # A_DIR (and B_DIR) hold a tree each (e.g. `git archive BASE rookworld conf | tar -x -C DIR`, without
 # rookworld/assets, which is linked from this tree). Both trees run the same bench command: the 124M

@@ -1,4 +1,4 @@
-"""Generation-only benchmark of the decode fast path over kernel layouts (device tool; docs/perf-notes.md).
+"""Generation-only benchmark of the decode fast path over kernel layouts (on a GPU machine; docs/perf-notes.md).
 
     python3 tools/decode_bench.py [--profile] [--phases] [--trainer-steps N] [--baseline DIR] layout ...
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# One device call: install the carried wheels, then run the benchmark modes named in $1 (comma list):
+# On a GPU machine, in one go: install the wheels in .whl/ (for a machine without network), then run the
+# benchmark modes named in $1 (comma list):
 #   default  self-check + 20 timed steps + 3 plain steps + kernel profiles
 #   check    self-check + 20 timed steps (the default without profiles and plain steps)
 #   micro32  the check mode's timing in two 32-row micro-batches (no self-check)
@@ -13,7 +14,7 @@
 #   eager    the baselines without CUDA graphs of the training passes (grpo.cuda_graphs=false):
 #            the check and tiny modes' timings, no self-check
 #   trl      TRL GRPOTrainer side by side
-# Usage (device tool, carry [".whl"]): bash tools/device_bench.sh default,trials,trl
+# Usage, from the repository root: bash tools/device_bench.sh default,trials,trl
 # Exit status: 1 when any mode's bench exited non-zero (a failed self-check exits 1 with one line
 # naming the check; a timeout 124), after running every mode; the failed modes are listed at the end.
 # Wheels: the GPU image's torch/triton wheels; for the TRL side-by-side also (py3.12 wheels, ~1.8 MB):

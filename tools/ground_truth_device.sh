@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Ground truth on the GPU machine (its 16 CPU cores do the Stockfish work), one device call:
+# Ground truth on a GPU machine (its CPU cores do the Stockfish work; 16 here), in one job:
 #   1. the agreement curve (rookworld.data.agreement): the 5M-node reference and the label ladder on the
 #      200 positions of docs/runs/agreement_positions.jsonl, cached in docs/runs/agreement_cache.json;
 #      the budget it chooses for BUDGET_S seconds of re-annotation of all bundled P: positions

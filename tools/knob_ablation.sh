@@ -2,7 +2,7 @@
 # The hand-tuned recipe with each GRPO knob switched on alone, against the recipe without it, every run
 # at once on one GPU (CUDA MPS when available), `SEEDS` seeds each, then the table (tools/knob_table.py):
 #   LOG_DIR=docs/runs/knob_ablation SEEDS="0 1" bash tools/knob_ablation.sh [extra overrides]
-# ONLY="baseline dynamic_sampling" runs those rows alone (keep the baseline in every call).
+# ONLY="baseline dynamic_sampling" runs those rows alone (keep the baseline in every such run).
 # Same steps for every run (time_limit_min=null); evaluation on the held-out validation part.
 set -uo pipefail
 LOG_DIR=${LOG_DIR:-.}

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The bundled P: files re-annotated on the GPU machine's CPU cores, in parts that each fit one device call
-# (10 minutes; on 32 cores at 1.6M nodes: 184 + 183 s, 459 s, 180 s):
+# The bundled P: files re-annotated on a machine's CPU cores, in three parts that each fit a job of 10 minutes
+# (a time-limited Slurm job, say; on 32 cores at 1.6M nodes: 184 + 183 s, 459 s, 180 s):
 #   STOCKFISH=bin/stockfish NODES=1600000 PART=1 bash tools/relabel_device.sh   # validation and test
 #   ... PART=2 ...   # training rows [0, SPLIT)
 #   ... PART=3 ...   # training rows [SPLIT, end)

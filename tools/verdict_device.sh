@@ -1,19 +1,20 @@
 #!/usr/bin/env bash
-# The verdict sweep (sweeps/verdict.yaml) on a GPU machine, resumable across device calls of 10 minutes.
+# The verdict sweep (sweeps/verdict.yaml) on a GPU machine, resumable across jobs with a time limit (a Slurm
+# job of 10 minutes, say): each job runs the sweep for SWEEP_S seconds and stops it cleanly.
 # On the GPU machine, from the repository root (no network):
-#   bash tools/verdict_device.sh            # OUT=/tmp/out; one call; run it again until it prints a verdict
+#   bash tools/verdict_device.sh            # OUT=/tmp/out; one job; run it again until it prints a verdict
 # It runs 12 workers per GPU it sees (N_JOBS overrides hydra.sweeper.n_jobs; the preset's 48 is 4 GPUs).
-# Each call: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (500), stops
-# it with SIGINT (its running trials are failed as stale by the next call and re-queued: a search, race or
+# Each job: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (500), stops
+# it with SIGINT (its running trials are failed as stale by the next job and re-queued: a search, race or
 # confirmation run goes on from its last finished rung when the checkpoints are still there, else from its
 # start), then copies the journal, the printed summary and report, the launch logs and the GPU log to $OUT.
 #
 # The study's storage travels back and forth as ONE FILE, outputs/optuna/verdict.journal (append-only):
-#   - after a call, the lead copies $OUT/verdict/verdict.journal into the working tree as
-#     verdict_state/verdict.journal (untracked, not ignored: it travels with the next call's tree);
-#   - at the start of a call this script copies verdict_state/verdict.journal over
+#   - after a job on a machine that does not keep outputs/, copy $OUT/verdict/verdict.journal into the
+#     repository as verdict_state/verdict.journal (untracked, not ignored), where the next job finds it;
+#   - at the start of a job this script copies verdict_state/verdict.journal over
 #     outputs/optuna/verdict.journal when the machine has none or a shorter one (a fresh machine; a warm
-#     one keeps outputs/, checkpoints included, between calls).
+#     one keeps outputs/, checkpoints included, between jobs).
 # The rung checkpoints (outputs/sweeps/verdict/stages/, ~90 MB per running seed) do not travel: on a fresh
 # machine a cut run starts again from step 0 (same seed, so the same problem order).
 set -u

@@ -49,6 +49,7 @@ class Objective:
 class RunSpec:
     seed: int
     device: str
+    cpu_threads: int | None
     steps: int
     stop_at: int | None
     time_limit_min: float | None
@@ -76,6 +77,8 @@ class RunSpec:
 
     def __post_init__(self):
         require(self.steps >= 0, "steps", self.steps, "must be >= 0")
+        require(self.cpu_threads is None or self.cpu_threads >= 1, "cpu_threads", self.cpu_threads,
+                "must be >= 1 or null (torch's choice)")
         require(self.stop_at is None or 1 <= self.stop_at <= self.steps, "stop_at", self.stop_at,
                 f"must be null or between 1 and steps = {self.steps} (a prefix of the run)")
         require(self.prompts_per_step >= 1, "prompts_per_step", self.prompts_per_step, "must be >= 1")

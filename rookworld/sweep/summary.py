@@ -24,6 +24,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Sequence
 
+from rookworld.evaluate import CHANGE_METRIC
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
 from rookworld.sweep.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
@@ -65,6 +66,7 @@ class TrialRow:
     interval_basis: str = ""  # what the interval covers: its seeds, or one seed's evaluation noise only
     stage: str | None = None  # a staged sweep's: search, race or confirm (a run: one seed of a configuration)
     config: str | None = None  # a staged sweep's configuration: the search trial that sampled it, or "baseline"
+    start: float | None = None  # eval/score at step 0, the untrained model on its problems (objective - change/eval_score)
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,13 @@ class SweepSummary:
     def best(self) -> TrialRow | None:
         ranked = self.ranked()
         return ranked[0] if ranked else None
+
+    def baseline(self, stage: str | None) -> float | None:
+        """A staged sweep's baseline configuration: the mean objective of its successful trials of `stage`
+        (the same steps and held-out part as that stage's others); None without."""
+        scores = [t.objective for t in self.trials if t.config == BASELINE and t.stage == stage
+                  and t.objective is not None and t.outcome in (SUCCESS, NO_RUN)]
+        return sum(scores) / len(scores) if scores else None
 
 
 def one_seed_of_a_stage(trial: TrialRow, source: str) -> bool:
@@ -165,10 +174,17 @@ def seeds_interval(trial: FrozenTrial) -> dict[str, Any]:
     return {"interval": (estimate.low, estimate.high), "interval_basis": f"{estimate.seeds} seeds at step {last}"}
 
 
+def start_score(run: Run) -> float | None:
+    """eval/score at step 0 of a run that evaluated at step 0 and at its end: its objective minus its change."""
+    objective, change = run.data.metrics.get(OBJECTIVE_METRIC), run.data.metrics.get(CHANGE_METRIC)
+    return None if objective is None or change is None else objective - change
+
+
 def run_row(run: Run) -> TrialRow:
     tags, objective = run.data.tags, run.data.metrics.get(OBJECTIVE_METRIC)
     objective = None if objective is None or math.isnan(objective) else float(objective)
     return TrialRow(
+        start=start_score(run),
         trial=run_trial_number(run),
         outcome=tags.get(OUTCOME_TAG, RUNNING),
         objective=objective,
@@ -214,14 +230,19 @@ def fetch_study_runs(client: MlflowClient, experiment_id: str, study: str) -> li
     return search_all_runs(client, experiment_id, f"tags.`{STUDY_TAG}` = '{study}' and tags.`{ROLE_TAG}` = 'trial'")
 
 
-def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
-    """Trial number -> outcome of its latest run."""
+def latest_runs(runs: Sequence[Run]) -> dict[int, Run]:
+    """Trial number -> its latest run."""
     latest: dict[int, Run] = {}
     for run in runs:
         trial = run_trial_number(run)
         if trial is not None and (trial not in latest or run.info.start_time > latest[trial].info.start_time):
             latest[trial] = run
-    return {n: run.data.tags.get(OUTCOME_TAG, RUNNING) for n, run in latest.items()}
+    return latest
+
+
+def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
+    """Trial number -> outcome of its latest run."""
+    return {n: run.data.tags.get(OUTCOME_TAG, RUNNING) for n, run in latest_runs(runs).items()}
 
 
 def _trial_note(trial: FrozenTrial) -> str:
@@ -237,8 +258,9 @@ def _trial_note(trial: FrozenTrial) -> str:
     return "; ".join(notes)
 
 
-def study_row(trial: FrozenTrial, outcome: str) -> TrialRow:
-    """`outcome`: its MLflow run's; without one (NO_RUN), the outcome its job recorded on the trial (if any)."""
+def study_row(trial: FrozenTrial, outcome: str, start: float | None = None) -> TrialRow:
+    """`outcome`: its MLflow run's; without one (NO_RUN), the outcome its job recorded on the trial (if any);
+    `start`: its run's eval/score at step 0."""
     if outcome == NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, NO_RUN))
     steps = trial.intermediate_values
@@ -254,14 +276,16 @@ def study_row(trial: FrozenTrial, outcome: str) -> TrialRow:
         last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
         stage=trial.user_attrs.get(STAGE_ATTR),
         config=trial.user_attrs.get(CONFIG_ATTR),
+        start=start,
         **(interval if objective is not None else {}),
     )
 
 
 def summarise_study(study: optuna.Study, runs: Sequence[Run] | None = None) -> SweepSummary:
     """The study's trials (Optuna states and values) joined with their MLflow runs' outcomes."""
-    outcomes = trial_outcomes(runs or [])
-    trials = tuple(study_row(t, outcomes.get(t.number, NO_RUN)) for t in study.get_trials(deepcopy=False))
+    outcomes, latest = trial_outcomes(runs or []), latest_runs(runs or [])
+    trials = tuple(study_row(t, outcomes.get(t.number, NO_RUN), start_score(latest[t.number]) if t.number in latest
+                             else None) for t in study.get_trials(deepcopy=False))
     return SweepSummary(source=STUDY, study=study.study_name, direction=normalise_direction(study.direction),
                         trials=trials, params=tuple(sorted({k for t in trials for k in t.params})))
 
@@ -324,6 +348,32 @@ def _best_line(summary: SweepSummary) -> str:
             f"({interval_text(best)}) ({chosen or 'no params'}).")
 
 
+def against_start_and_baseline(summary: SweepSummary) -> list[str]:
+    """The best trial against the untrained model (its own eval/score at step 0, on the same problems) and
+    against a staged sweep's baseline (its mean in the best trial's stage); one line for each it has,
+    saying when the best is worse, or is the baseline itself."""
+    best, lines = summary.best, []
+    if best is None or best.objective is None:
+        return lines
+    sign = 1 if summary.direction == "maximize" else -1
+    baseline = summary.baseline(best.stage)
+    if baseline is not None and best.config == BASELINE:
+        lines.append("The best is the baseline configuration itself: no searched configuration beat it.")
+        baseline = None
+    for name, reference in (("the untrained model (eval/score at step 0)", best.start),
+                            ("the baseline configuration (its mean)", baseline)):
+        if reference is None:
+            continue
+        change = best.objective - reference
+        if sign * change < 0:
+            lines.append(f"The best is WORSE than {name}: {format_objective(best.objective)} against "
+                         f"{format_objective(reference)} ({change:+.4f}): no trial improved on it.")
+        else:
+            lines.append(f"Against {name}: {format_objective(reference)} -> {format_objective(best.objective)} "
+                         f"({change:+.4f}).")
+    return lines
+
+
 def _configuration(best: TrialRow) -> str:
     """A staged search trial's configuration, as the stage report names it (a promoted rung is its own trial)."""
     if best.config is None or best.config == str(best.trial):
@@ -349,7 +399,7 @@ def summary_markdown(summary: SweepSummary) -> str:
     heading = f"# Sweep {summary.study}" if summary.source == RUNS else f"# Optuna study {summary.study}"
     columns = _columns(summary)
     rows = [[cell(t) for _, cell in columns] for t in summary.trials]
-    lines = [heading, "", _headline(summary), _best_line(summary), ""]
+    lines = [heading, "", _headline(summary), _best_line(summary), *against_start_and_baseline(summary), ""]
     return "\n".join(lines + markdown_table([header for header, _ in columns], rows)) + "\n"
 
 

@@ -48,6 +48,7 @@ log = logging.getLogger(__name__)
 
 OUTCOME_TAG = "rookworld.outcome"
 STOP_REASON_TAG = "rookworld.stop_reason"
+CHANGE_TAG = "rookworld.change"  # improved / worse / no_change: eval/score from step 0 to the end (rookworld.evaluate)
 TRIAL_TAG = "rookworld.trial"
 STUDY_TAG = "rookworld.study"
 OVERRIDES_TAG = "rookworld.overrides"
@@ -129,6 +130,9 @@ class Tracker:
     def log_params(self, cfg: DictConfig) -> None:
         raise NotImplementedError
 
+    def set_tag(self, key: str, value: str) -> None:
+        raise NotImplementedError
+
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         raise NotImplementedError
 
@@ -158,6 +162,9 @@ class NullTracker(Tracker):
         pass
 
     def log_params(self, cfg: DictConfig) -> None:
+        pass
+
+    def set_tag(self, key: str, value: str) -> None:
         pass
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
@@ -277,6 +284,10 @@ class MlflowTracker(Tracker):
         for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
             client.log_batch(run_id, params=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
         client.set_tag(run_id, "mlflow.source.git.commit", params["git.commit"])
+
+    def set_tag(self, key: str, value: str) -> None:
+        client, run_id = self._active()
+        client.set_tag(run_id, key, value)
 
     def log_metrics(self, metrics: Mapping[str, float], step: int) -> None:
         if self._writer is None:

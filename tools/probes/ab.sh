@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A/B of the working tree against .wt-base (a copy of an earlier tree) in one device call:
+# A/B of the working tree against .wt-base (a copy of an earlier tree) in one go on a GPU machine:
 #   bash tools/probes/ab.sh MODE...   (modes: check tiny checkbase tinybase checkfast tinyfast profile
 #   tinyprofile decode decodesweep tinydecodesweep tinycheckN, N = sampling.finish_check_every)
 source tools/device_env.sh || exit 1

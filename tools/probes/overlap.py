@@ -1,5 +1,5 @@
 """Can training work on rows that have stopped overlap the decode of the rows still running?
-(device tool; docs/perf-notes.md)
+(on a GPU machine; docs/perf-notes.md)
 
     python3 tools/probes/overlap.py [--reps N] [OVERRIDE ...]
 

@@ -1,4 +1,4 @@
-"""Where a GRPO step's wall time goes, host against GPU (device tool; docs/perf-notes.md).
+"""Where a GRPO step's wall time goes, host against GPU (on a GPU machine; docs/perf-notes.md).
 
     python3 tools/probes/step_split.py [--steps N] [OVERRIDE ...]   e.g. model=rookworld_tiny
 
