@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import subprocess
@@ -13,6 +14,7 @@ import chess
 import pytest
 
 from rookworld.data import annotate
+from rookworld.data.action_value_agreement import Comparison, compare
 from rookworld.data.action_values import action_values, block_path
 from rookworld.data.records import read_jsonl, write_jsonl
 from rookworld.data.run_folder import DONE_FILE
@@ -129,3 +131,17 @@ def test_the_action_value_flags_are_checked(capsys: pytest.CaptureFixture) -> No
         with pytest.raises(SystemExit):
             annotate.main(["--action-values", "in.jsonl", *argv])
         assert message in capsys.readouterr().err
+
+
+def test_the_agreement_check_compares_with_the_labels_as_its_docs_say() -> None:
+    def lichess(centipawns: float) -> float:  # the docs' logistic
+        return 1 / (1 + math.exp(-0.00368208 * centipawns))
+
+    record = {"candidates": [{"move": "e2e4", "eval": 0.30}, {"move": "d2d4", "eval": 0.28}]}
+    result = compare(record, [["d2d4", 0.40], ["e2e4", 0.20], ["g1f3", 0.10]], tolerance=0.05)
+    assert result.best_agrees  # d2d4 is a label line 0.02 pawn below line 1
+    assert result.deep_best_loss == pytest.approx(lichess(40) - lichess(20))
+    assert result.value_error == pytest.approx((abs(lichess(20) - lichess(30)) + abs(lichess(40) - lichess(28))) / 2)
+    assert not compare(record, [["g1f3", 0.5], ["e2e4", 0.2], ["d2d4", 0.1]], tolerance=0.05).best_agrees
+    mate = {"candidates": [{"move": "a1a8", "eval": 999.99}]}
+    assert compare(mate, [["a1a8", 999.99], ["a1a2", 3.0]], tolerance=0.05) == Comparison(True, 0.0, 0.0)

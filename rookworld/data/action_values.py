@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import time
 from pathlib import Path
+from typing import Iterable, Iterator
 
 import chess
 from tqdm import tqdm
@@ -81,6 +82,14 @@ def _values_of(fen: str) -> tuple[list[list], float]:
     return values, time.perf_counter() - started
 
 
+def values_in_order(fens: Iterable[str], workers: int, engine_kwargs: dict) -> Iterator[tuple[list[list], float]]:
+    """(action values, engine seconds) of each FEN in input order, from `workers` processes with one
+    Engine(**engine_kwargs) each."""
+    with engine_pool(workers, _start_worker, (engine_kwargs,)) as pool:
+        for _, result in in_order(pool, _values_of, fens, WINDOW_PER_WORKER * workers):
+            yield result
+
+
 # -- the parent side ---------------------------------------------------------------------------------
 
 
@@ -109,17 +118,15 @@ def _value_blocks(folder: Path, records: list[dict], workers: int, positions_per
     bar = tqdm(total=len(records), initial=first, unit="pos", desc="action values", smoothing=0.05,
                dynamic_ncols=True)
     block: list[dict] = []
-    with engine_pool(workers, _start_worker, (engine,)) as pool:
-        fens = (record["fen"] for record in records[first:])
-        for index, (_, (values, seconds)) in enumerate(in_order(pool, _values_of, fens, WINDOW_PER_WORKER * workers),
-                                                       first):
-            block.append({**records[index], "action_values": values, "action_values_limit": limit})
-            done["moves"] += len(values)
-            done["engine_seconds"] += seconds
-            bar.update(1)
-            if len(block) == positions_per_block or index == len(records) - 1:
-                done = _write_block(folder, done, block, time.perf_counter() - started)
-                block = []
+    fens = (record["fen"] for record in records[first:])
+    for index, (values, seconds) in enumerate(values_in_order(fens, workers, engine), first):
+        block.append({**records[index], "action_values": values, "action_values_limit": limit})
+        done["moves"] += len(values)
+        done["engine_seconds"] += seconds
+        bar.update(1)
+        if len(block) == positions_per_block or index == len(records) - 1:
+            done = _write_block(folder, done, block, time.perf_counter() - started)
+            block = []
     bar.close()
     return done
 
