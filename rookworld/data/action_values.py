@@ -100,8 +100,10 @@ def run_action_values(source: str | Path, output: str | Path, folder: str | Path
     folder = Path(folder)
     records = read_positions(source)
     engine = {**engine_kwargs, "nodes": nodes, "depth": None, "time_limit": None, "threads": 1, "cache_size": 0}
+    with Engine(**engine) as probe:
+        engine_name = probe.name  # a resume with another Stockfish would mix its values with these
     check_run_settings(folder, {"input_sha256": file_sha256(source), "positions": len(records),
-                                "positions_per_block": positions_per_block,
+                                "positions_per_block": positions_per_block, "engine_name": engine_name,
                                 "engine": {key: engine[key] for key in ("nodes", "threads", "hash_mb")}})
     done = completed(folder, FRESH)
     if done["positions"] < len(records):
