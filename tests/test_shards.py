@@ -16,7 +16,8 @@ import pytest
 from rookworld.data import annotate
 from rookworld.data.records import position_key, read_jsonl
 from rookworld.data.selfplay import SPLITS_BY_GAME, GameSettings, split_of_game
-from rookworld.data.shards import DONE_FILE, joined_path, shard_path
+from rookworld.data.run_folder import DONE_FILE
+from rookworld.data.shards import joined_path, shard_path
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 

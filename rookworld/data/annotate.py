@@ -13,6 +13,12 @@ Position sources (exactly one):
   --relabel FILE    the positions of an annotated JSONL file, re-analysed: fen, history, phase
                     and source are kept, candidates and the engine fields recomputed (--workers
                     engine processes; the row order is kept)
+  --action-values FILE
+                    the records of an annotated JSONL file, unchanged, plus the engine value of every
+                    legal move ("action_values", best first, and "action_values_limit"): one
+                    `searchmoves` search per move at --nodes, one thread, cleared hash; --workers
+                    engine processes, resumable after a kill in the --shards folder, joined into
+                    --output (rookworld/data/action_values.py)
   --arbiter N       N A: transitions for held-out evaluation, no engine: positions from --positions
                     files plus seeded random-move games; quotas in ARBITER_QUOTAS over-sample
                     terminal, illegal, castling, en-passant and promotion moves
@@ -40,6 +46,8 @@ from typing import Iterable, Iterator
 import chess
 import chess.pgn
 
+from rookworld.data.action_values import run_action_values
+from rookworld.data.action_values import throughput_line as action_values_throughput
 from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
                                        with_seventyfive_clock)
 from rookworld.data.phase import OPENING_MAX_FULLMOVE, game_phase
@@ -334,9 +342,14 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--selfplay", type=int, metavar="N", help="number of self-play positions")
     source.add_argument("--arbiter", type=int, metavar="N", help="number of A: held-out rows")
     source.add_argument("--relabel", metavar="FILE", help="annotated JSONL whose positions to re-analyse")
-    parser.add_argument("--output", help="JSONL output (.gz compresses); not with --shards")
+    source.add_argument("--action-values", metavar="FILE",
+                        help="annotated JSONL whose records to write with every legal move's engine value")
+    parser.add_argument("--output", help="JSONL output (.gz compresses); not with --selfplay --shards")
     parser.add_argument("--shards", metavar="DIR", help="--selfplay at scale: resumable sharded run folder, "
-                        "--workers engine processes, the move choice reusing each label's search")
+                        "--workers engine processes, the move choice reusing each label's search; "
+                        "--action-values: the resumable run folder (blocks of --positions-per-block)")
+    parser.add_argument("--positions-per-block", type=int, default=64,
+                        help="--action-values: positions per block file of the --shards folder")
     parser.add_argument("--heldout", type=int, default=0, help="positions (whole games) held out")
     parser.add_argument("--heldout-output", help="JSONL output of the held-out games")
     parser.add_argument("--positions", nargs="*", default=[], help="--arbiter: annotated JSONL inputs")
@@ -344,8 +357,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--random-games", type=int, default=400, help="--arbiter: random-move games")
     parser.add_argument("--engine-path", default=engine["path"], help="default: conf/engine/stockfish.yaml")
     parser.add_argument("--depth", type=int, help="annotation depth (default: the limit in the engine yaml)")
-    parser.add_argument("--nodes", type=int, help="annotation nodes per position (default: the engine yaml)")
-    parser.add_argument("--workers", type=int, default=1, help="--relabel / --shards: engine processes, one thread each")
+    parser.add_argument("--nodes", type=int, help="annotation nodes per position (default: the engine yaml); "
+                        "--action-values: nodes per move (required)")
+    parser.add_argument("--workers", type=int, default=1,
+                        help="--relabel / --shards / --action-values: engine processes, one thread each")
     parser.add_argument("--play-depth", type=int, default=6, help="self-play move-choice depth")
     parser.add_argument("--threads", type=int, default=engine["threads"])
     parser.add_argument("--hash-mb", type=int, default=engine["hash_mb"])
@@ -389,10 +404,12 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
         parser.error(f"--workers {args.workers}: must be >= 1")
     if args.heldout and not args.heldout_output:
         parser.error("--heldout needs --heldout-output")
-    if (args.output is None) == (args.shards is None):
+    if args.action_values is not None:
+        check_action_value_args(args, parser)
+    elif (args.output is None) == (args.shards is None):
         parser.error("give exactly one of --output / --shards")
-    if args.shards is not None and args.selfplay is None:
-        parser.error("--shards needs --selfplay N")
+    if args.shards is not None and args.selfplay is None and args.action_values is None:
+        parser.error("--shards needs --selfplay N or --action-values FILE")
     if args.games_per_shard < 1:
         parser.error(f"--games-per-shard {args.games_per_shard}: must be >= 1")
     fractions = (args.validation_fraction, args.test_fraction, args.rl_fraction)
@@ -401,6 +418,17 @@ def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | 
     if args.arbiter is not None and args.arbiter < arbiter_min_rows():
         parser.error(f"--arbiter {args.arbiter}: the case quotas need at least {arbiter_min_rows()} rows")
     return args
+
+
+def check_action_value_args(args: argparse.Namespace, parser: argparse.ArgumentParser) -> None:
+    if args.output is None or args.shards is None:
+        parser.error("--action-values needs --output FILE and --shards DIR (the resumable run folder)")
+    if args.nodes is None or args.depth is not None:
+        parser.error("--action-values needs --nodes N (nodes per move), not --depth")
+    if args.threads != 1:
+        parser.error(f"--threads {args.threads}: --action-values searches with one thread (reproducible values)")
+    if args.positions_per_block < 1:
+        parser.error(f"--positions-per-block {args.positions_per_block}: must be >= 1")
 
 
 def selfplay_config(args: argparse.Namespace) -> SelfPlayConfig:
@@ -425,6 +453,14 @@ def run_sharded_selfplay(args: argparse.Namespace) -> None:
         print(f"stopped by --time-limit-s {args.time_limit_s:g} at {done['positions']} of {args.selfplay} positions: "
               "run the same command again to go on", file=sys.stderr)
     print(throughput_line(done, args.workers), file=sys.stderr)
+
+
+def run_action_value_blocks(args: argparse.Namespace) -> None:
+    """--action-values FILE: its records plus every legal move's value, resumable in --shards."""
+    done = run_action_values(args.action_values, args.output, args.shards, nodes=args.nodes, workers=args.workers,
+                             positions_per_block=args.positions_per_block, engine_kwargs=engine_knobs(args))
+    print(f"wrote {done['positions']} positions with action values to {args.output}", file=sys.stderr)
+    print(action_values_throughput(done, args.workers), file=sys.stderr)
 
 
 def excluded_positions(paths: list[str]) -> frozenset[str]:
@@ -513,6 +549,8 @@ def main(argv: list[str] | None = None) -> None:
             run_arbiter(args, rng)
         elif args.relabel is not None:
             run_relabel(args)
+        elif args.action_values is not None:
+            run_action_value_blocks(args)
         elif args.shards is not None:
             run_sharded_selfplay(args)
         else:

@@ -19,24 +19,21 @@ of workers.
 """
 from __future__ import annotations
 
-import json
-import multiprocessing
-import os
 import time
-from collections import deque
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import asdict
 from itertools import count
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from tqdm import tqdm
 
-from rookworld.data.records import iter_jsonl, position_key, write_jsonl
+from rookworld.data.records import iter_jsonl, position_key
+from rookworld.data.run_folder import (check_run_settings, completed, engine_pool, in_order, join_parts, write_done,
+                                       write_part)
 from rookworld.data.selfplay import SPLITS_BY_GAME, GameSettings, play_game
 from rookworld.engine import Engine
 
-RUN_FILE, DONE_FILE = "run.json", "done.json"
+FRESH = {"shards": 0, "positions": 0, "analysed": 0, "engine_seconds": 0.0, "wall_seconds": 0.0}
 WINDOW_PER_WORKER = 4  # games in flight per worker: enough to hide the slowest game of a shard
 
 
@@ -46,33 +43,6 @@ def shard_path(folder: Path, split: str, shard: int) -> Path:
 
 def joined_path(folder: Path, split: str) -> Path:
     return folder / f"{split}.jsonl.gz"
-
-
-def _write_json_atomically(path: Path, payload: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def check_run_settings(folder: Path, settings: dict) -> None:
-    """Write run.json for a new run; refuse, naming each key, a resume whose settings differ."""
-    path = folder / RUN_FILE
-    if not path.exists():
-        folder.mkdir(parents=True, exist_ok=True)
-        _write_json_atomically(path, settings)
-        return
-    before = json.loads(path.read_text())
-    changed = [f"{key} ({before.get(key)!r} -> {settings.get(key)!r})"
-               for key in sorted(set(before) | set(settings)) if before.get(key) != settings.get(key)]
-    if changed:
-        raise ValueError(f"{folder} was started with other settings: {', '.join(changed)}; "
-                         "resume with the same ones or use a new folder")
-
-
-def completed(folder: Path) -> dict:
-    path = folder / DONE_FILE
-    return json.loads(path.read_text()) if path.exists() else {"shards": 0, "positions": 0, "analysed": 0,
-                                                                "engine_seconds": 0.0, "wall_seconds": 0.0}
 
 
 def seen_positions(folder: Path, shards: int, exclude: Iterable[str]) -> set[str]:
@@ -105,19 +75,6 @@ def _play(game: int) -> tuple[list[dict], int, float]:
     return records, engine.cache_misses - misses, time.perf_counter() - started
 
 
-def _in_order(pool: ProcessPoolExecutor, games: Iterator[int], window: int) -> Iterator[tuple[int, tuple]]:
-    """(game, result) in game order, with `window` games in flight."""
-    pending: deque[tuple[int, Future]] = deque()
-    for game in games:
-        pending.append((game, pool.submit(_play, game)))
-        if len(pending) >= window:
-            first, future = pending.popleft()
-            yield first, future.result()
-    while pending:
-        first, future = pending.popleft()
-        yield first, future.result()
-
-
 # -- the parent side ---------------------------------------------------------------------------------
 
 
@@ -132,7 +89,7 @@ def run_shards(folder: str | Path, target: int, *, workers: int, seed: int, game
     engine = {key: value for key, value in engine_kwargs.items() if key not in ("path", "timeout", "cache_size")}
     check_run_settings(folder, {"seed": seed, "games_per_shard": games_per_shard, "engine": engine,
                                 "games": asdict(settings)})
-    done = completed(folder)
+    done = completed(folder, FRESH)
     if done["positions"] < target:
         seen = seen_positions(folder, done["shards"], exclude)
         deadline = None if time_limit_s is None else time.monotonic() + time_limit_s
@@ -144,7 +101,7 @@ def run_shards(folder: str | Path, target: int, *, workers: int, seed: int, game
         _join(folder, split, done["shards"])
     if "splits" not in done:
         done["splits"] = check_splits(folder)
-        _write_json_atomically(folder / DONE_FILE, done)
+        write_done(folder, done)
     return done
 
 
@@ -175,13 +132,11 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
                  engine_kwargs: dict, seen: set[str], done: dict, deadline: float | None) -> dict:
     first_game = done["shards"] * games_per_shard
     started = time.perf_counter() - done["wall_seconds"]
-    context = multiprocessing.get_context("spawn")  # a forked child would inherit engine threads
     bar = tqdm(total=target, initial=done["positions"], unit="pos", desc="self-play positions", smoothing=0.05,
                dynamic_ncols=True)
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_start_worker,
-                             initargs=(engine_kwargs, seed, settings)) as pool:
+    with engine_pool(workers, _start_worker, (engine_kwargs, seed, settings)) as pool:
         rows: dict[str, list[dict]] = {split: [] for split in SPLITS_BY_GAME}
-        for game, (records, analysed, engine_seconds) in _in_order(pool, count(first_game), WINDOW_PER_WORKER * workers):
+        for game, (records, analysed, engine_seconds) in in_order(pool, _play, count(first_game), WINDOW_PER_WORKER * workers):
             for record in records:
                 key = position_key(record["fen"])
                 if key not in seen:
@@ -202,26 +157,17 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
 
 def _write_shard(folder: Path, shard: int, rows: dict[str, list[dict]], done: dict, wall_seconds: float) -> dict:
     for split, records in rows.items():
-        path = shard_path(folder, split, shard)
-        tmp = path.with_name(path.name + ".tmp.gz")
-        write_jsonl(tmp, records)
-        os.replace(tmp, path)
+        write_part(shard_path(folder, split, shard), records)
     positions = done["positions"] + sum(map(len, rows.values()))
     done = {**{key: value for key, value in done.items() if key != "splits"}, "shards": shard + 1, "positions": positions, "wall_seconds": round(wall_seconds, 3),
             "by_split": {split: done.get("by_split", {}).get(split, 0) + len(rows[split]) for split in rows}}
     done["engine_seconds"] = round(done["engine_seconds"], 3)
-    _write_json_atomically(folder / DONE_FILE, done)
+    write_done(folder, done)
     return done
 
 
 def _join(folder: Path, split: str, shards: int) -> None:
-    """Concatenate a split's shards: gzip members joined byte for byte are one gzip stream."""
-    target = joined_path(folder, split)
-    tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as out:
-        for shard in range(shards):
-            out.write(shard_path(folder, split, shard).read_bytes())
-    os.replace(tmp, target)
+    join_parts((shard_path(folder, split, shard) for shard in range(shards)), joined_path(folder, split))
 
 
 def throughput_line(done: dict, workers: int) -> str:

@@ -1,0 +1,96 @@
+"""A resumable run folder of engine work: the settings it was started with, its done file, parts written
+atomically, their join, and results taken back from a pool of engine processes in input order.
+
+    run.json     the settings the run was started with; a resume with others is refused
+    done.json    how far the run got (written after the parts it counts, so a kill never counts a part
+                 that is not complete)
+
+Used by the sharded self-play (shards.py) and the action values (action_values.py).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import multiprocessing
+import os
+from collections import deque
+from concurrent.futures import Future, ProcessPoolExecutor
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, TypeVar
+
+from rookworld.data.records import write_jsonl
+
+RUN_FILE, DONE_FILE = "run.json", "done.json"
+
+Item = TypeVar("Item")
+
+
+def write_json_atomically(path: Path, payload: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(payload, indent=1, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def check_run_settings(folder: Path, settings: dict) -> None:
+    """Write run.json for a new run; refuse, naming each key, a resume whose settings differ."""
+    path = folder / RUN_FILE
+    if not path.exists():
+        folder.mkdir(parents=True, exist_ok=True)
+        write_json_atomically(path, settings)
+        return
+    before = json.loads(path.read_text())
+    changed = [f"{key} ({before.get(key)!r} -> {settings.get(key)!r})"
+               for key in sorted(set(before) | set(settings)) if before.get(key) != settings.get(key)]
+    if changed:
+        raise ValueError(f"{folder} was started with other settings: {', '.join(changed)}; "
+                         "resume with the same ones or use a new folder")
+
+
+def completed(folder: Path, fresh: dict) -> dict:
+    """done.json's figures, or `fresh` for a run that has completed nothing yet."""
+    path = folder / DONE_FILE
+    return json.loads(path.read_text()) if path.exists() else dict(fresh)
+
+
+def write_done(folder: Path, done: dict) -> None:
+    write_json_atomically(folder / DONE_FILE, done)
+
+
+def write_part(path: Path, rows: list[dict]) -> None:
+    """A gzipped JSONL part, atomically (a kill leaves the whole part or none)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp.gz")
+    write_jsonl(tmp, rows)
+    os.replace(tmp, path)
+
+
+def join_parts(parts: Iterable[Path], target: Path) -> None:
+    """Concatenate gzipped parts into `target`, atomically: their bytes for a .gz target (gzip members
+    joined byte for byte are one gzip stream), their text for a plain one."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(target.name + ".tmp")
+    with open(tmp, "wb") as out:
+        for part in parts:
+            data = part.read_bytes()
+            out.write(data if target.suffix == ".gz" else gzip.decompress(data))
+    os.replace(tmp, target)
+
+
+def engine_pool(workers: int, initializer: Callable, initargs: tuple) -> ProcessPoolExecutor:
+    # spawn, not fork: a forked child would inherit the parent's engine threads half-way
+    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=initializer,
+                               initargs=initargs)
+
+
+def in_order(pool: ProcessPoolExecutor, work: Callable, items: Iterable[Item],
+             window: int) -> Iterator[tuple[Item, object]]:
+    """(item, work(item)) in the items' order, with `window` items in flight."""
+    pending: deque[tuple[Item, Future]] = deque()
+    for item in items:
+        pending.append((item, pool.submit(work, item)))
+        if len(pending) >= window:
+            first, future = pending.popleft()
+            yield first, future.result()
+    while pending:
+        first, future = pending.popleft()
+        yield first, future.result()
