@@ -12,13 +12,12 @@ compared with the position's labels, a deep MultiPV 5 search (1,600,000 nodes fo
 - value error: the mean absolute difference in win probability between a label line's eval and its
   move's action value, over the labels' lines.
 
-Win probability from pawns by Lichess's logistic, 1 / (1 + exp(-0.00368208 * centipawns)); a mate
-(|eval| >= 900) is 1 or 0.
+Win probability: the move-value reward's (rookworld/tasks/move_values.py: Lichess's logistic on
+centipawns clipped to +-1000; a mate is 1 or 0).
 """
 from __future__ import annotations
 
 import argparse
-import math
 import random
 import sys
 import time
@@ -29,16 +28,7 @@ from scipy.stats import binomtest
 from rookworld.data.action_values import values_in_order
 from rookworld.data.records import read_jsonl
 from rookworld.engine import engine_config
-
-LICHESS_SLOPE = 0.00368208  # per centipawn
-MATE_FLOOR = 900.0  # pawns: evals beyond are mates
-
-
-def win_probability(pawns: float) -> float:
-    if abs(pawns) >= MATE_FLOOR:
-        return 1.0 if pawns > 0 else 0.0
-    return 1.0 / (1.0 + math.exp(-LICHESS_SLOPE * 100.0 * pawns))
-
+from rookworld.tasks.move_values import win_probability
 
 @dataclass(frozen=True)
 class Comparison:
