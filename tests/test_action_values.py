@@ -4,10 +4,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import chess
@@ -19,6 +15,8 @@ from rookworld.data.action_values import action_values, block_path
 from rookworld.data.records import read_jsonl, write_jsonl
 from rookworld.data.run_folder import DONE_FILE
 from rookworld.engine import Engine
+
+from annotate_helpers import kill_after_first_part
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 
@@ -80,15 +78,8 @@ def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(tmp_path: Path) ->
     annotate.main([*args, "--output", str(unkilled), "--shards", str(tmp_path / "unkilled"), "--workers", "2"])
 
     killed, folder = tmp_path / "killed.jsonl.gz", tmp_path / "killed"
-    command = [sys.executable, "-m", "rookworld.data.annotate", *args, "--output", str(killed), "--shards",
-               str(folder), "--workers", "2"]
-    process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (folder / DONE_FILE).exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.02)
-    os.killpg(process.pid, signal.SIGKILL)  # the run, its workers and their engines
-    process.wait()
-    blocks_at_kill = json.loads((folder / DONE_FILE).read_text())["blocks"]
+    blocks_at_kill = kill_after_first_part([*args, "--output", str(killed), "--shards", str(folder), "--workers", "2"],
+                                           folder)["blocks"]
     assert 1 <= blocks_at_kill < 8 and not killed.exists()
 
     annotate.main([*args, "--output", str(killed), "--shards", str(folder), "--workers", "1"])  # another count

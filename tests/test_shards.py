@@ -3,10 +3,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,6 +14,7 @@ from rookworld.data.records import position_key, read_jsonl
 from rookworld.data.selfplay import SPLITS_BY_GAME, GameSettings, split_of_game
 from rookworld.data.run_folder import DONE_FILE
 from rookworld.data.shards import joined_path, shard_path
+from annotate_helpers import kill_after_first_part
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 
@@ -34,14 +31,7 @@ def test_a_killed_run_resumes_to_the_files_of_an_unkilled_one(tmp_path: Path) ->
     annotate.main([*ARGS, "--shards", str(unkilled), "--workers", "2"])
 
     killed = tmp_path / "killed"
-    command = [sys.executable, "-m", "rookworld.data.annotate", *ARGS, "--shards", str(killed), "--workers", "2"]
-    process = subprocess.Popen(command, start_new_session=True, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while not (killed / DONE_FILE).exists() and time.monotonic() < deadline and process.poll() is None:
-        time.sleep(0.05)
-    os.killpg(process.pid, signal.SIGKILL)  # the run, its workers and their engines
-    process.wait()
-    shards_at_kill = json.loads((killed / DONE_FILE).read_text())["shards"]
+    shards_at_kill = kill_after_first_part([*ARGS, "--shards", str(killed), "--workers", "2"], killed)["shards"]
     assert 1 <= shards_at_kill < json.loads((unkilled / DONE_FILE).read_text())["shards"]
 
     annotate.main([*ARGS, "--shards", str(killed), "--workers", "1"])  # resumed, with another worker count
