@@ -27,6 +27,8 @@ def test_caps_fit_every_correct_completion(config_name: str, overrides: list[str
         too_short = cuts(cfg)
     except ModelLoadError as error:  # a hub model's tokenizer, not downloaded on this machine
         pytest.skip(f"tokenizer unavailable: {error}")
+    except FileNotFoundError as error:  # a preset's generated data (experiment=sft_selfplay), not made here
+        pytest.skip(f"data not made on this machine: {error}")
     assert not too_short, f"caps (cap, longest correct completion) that cut correct answers: {too_short}"
 
 

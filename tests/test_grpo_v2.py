@@ -241,7 +241,9 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
     moved = sum((p - b).abs().sum().item() for p, b in zip(trainer.policy.parameters(), before))
     assert moved > 0
     for fast, slow in zip(trainer.policy.parameters(), expected):
-        assert torch.allclose(fast, slow, atol=2e-5, rtol=1e-4), knob
+        # float32 summation order differs between the two paths; four SGD steps at lr 0.5 grow it to ~1e-4
+        # on some rollouts (mask_truncated's, on one CPU thread: 1.08e-4)
+        assert torch.allclose(fast, slow, atol=2e-4, rtol=1e-4), knob
 
 
 # ---------------------------------------------------------------- dynamic sampling
