@@ -12,7 +12,7 @@
 # SEED: the games' seed; REPORT: where the logs go (default $DATA/logs). The held-out exclusions: the
 # shipped held-out files, so that the new data never contains a shipped validation or test position.
 set -uo pipefail
-DATA=${DATA:-data/selfplay}
+DATA=${DATA:-data/selfplay}  # git-ignored (/data/)
 TARGET=${TARGET:-1150000}
 NODES=${NODES:-20000}
 LIMIT_S=${LIMIT_S:-480}
