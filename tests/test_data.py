@@ -321,7 +321,8 @@ def test_annotate_selfplay_split_keeps_games_apart(tmp_path: Path) -> None:
 @needs_stockfish
 def test_annotate_relabel_keeps_the_positions_and_recomputes_the_labels(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
-    annotate.write_jsonl(source, read_jsonl(BUNDLED["policy_validation"])[:6])
+    rows = [{**r, "game": i // 3, "split": "validation"} for i, r in enumerate(read_jsonl(BUNDLED["policy_validation"])[:6])]
+    annotate.write_jsonl(source, rows)  # a self-play game's index and split are kept too
     outputs = []
     for workers in ("1", "2"):
         out = tmp_path / f"out{workers}.jsonl"
@@ -329,7 +330,7 @@ def test_annotate_relabel_keeps_the_positions_and_recomputes_the_labels(tmp_path
         outputs.append(read_jsonl(out))
     before, after = read_jsonl(source), outputs[0]
     assert outputs[0] == outputs[1]  # one process or two: the same labels
-    keep = ("fen", "history", "phase", "source")
+    keep = ("fen", "history", "phase", "source", "game", "split")
     assert [{k: r[k] for k in keep} for r in after] == [{k: r[k] for k in keep} for r in before]
     assert all(r["limit"] == {"nodes": 3000} and r["candidates"] for r in after)
 

@@ -1,33 +1,46 @@
 #!/usr/bin/env bash
 # The data-scaling table: one supervised run per training-set size, all at once, one GPU each, the same
 # model shape, settings and time limit (experiment=sft_selfplay), each on the first N positions of the
-# self-play train split (tools/selfplay_data.sh), then each model evaluated on the whole test part.
+# self-play train split (tools/selfplay_data.sh), then each model evaluated, on its own GPU, on the
+# whole test part (greedy; rookworld.bench.eval_time writes the per-problem scores and the metrics).
 #
 #   DATA=data/selfplay SIZES="5600 50000 250000 all" MINUTES=6 bash tools/sft_scaling.sh
 #
 # SIZES: one per GPU (CUDA_VISIBLE_DEVICES=0, 1, ...); MINUTES: each run's time limit (sft.time_limit_min);
-# RUNS: where the runs go (default outputs/scaling); extra Hydra overrides for every run in OVERRIDES.
+# RUNS: where the runs go (default outputs/scaling); EVAL_DATA: data overrides of the evaluation (e.g.
+# data.policy_test=$DATA/heldout/test.jsonl.gz, the P: test pool); extra Hydra overrides of every SFT
+# run in OVERRIDES; DEVICE: cuda (default) or cpu.
 set -uo pipefail
 DATA=${DATA:-data/selfplay}
 SIZES=${SIZES:-5600 50000 250000 all}
 MINUTES=${MINUTES:-6}
 RUNS=${RUNS:-outputs/scaling}
+EVAL_DATA=${EVAL_DATA:-}
 OVERRIDES=${OVERRIDES:-}
+DEVICE=${DEVICE:-cuda}
 mkdir -p "$RUNS"
+
+one_size() {  # $1 size, $2 GPU index: SFT, then the test evaluation of its model
+    local size=$1 subset=$RUNS/train_$1.jsonl.gz
+    if [ "$size" = all ]; then cp "$DATA/train.jsonl.gz" "$subset"
+    else zcat "$DATA/train.jsonl.gz" | head -n "$size" | gzip -1 > "$subset"; fi
+    export CUDA_VISIBLE_DEVICES=$2
+    python3 -m rookworld.sft experiment=sft_selfplay tracking=none device="$DEVICE" data.policy_train="$subset" \
+        sft.time_limit_min="$MINUTES" hydra.run.dir="$RUNS/run_$size" $OVERRIDES > "$RUNS/sft_$size.log" 2>&1
+    python3 -m rookworld.bench.eval_time --repeats 1 --scores "$RUNS/test_scores_$size.json" \
+        experiment=grpo_rookworld_tiny tracking=none device="$DEVICE" model.path="$RUNS/run_$size/model" \
+        eval.split=test eval.num_policy=100000 eval.num_arbiter=100000 eval.batch_size=512 $EVAL_DATA \
+        > "$RUNS/test_$size.log" 2>&1
+}
+
 gpu=0
 for size in $SIZES; do
-    subset=$RUNS/train_$size.jsonl.gz
-    if [ "$size" = all ]; then cp "$DATA/train.jsonl.gz" "$subset"; else zcat "$DATA/train.jsonl.gz" | head -n "$size" | gzip -1 > "$subset"; fi
-    CUDA_VISIBLE_DEVICES=$gpu python3 -m rookworld.sft experiment=sft_selfplay tracking=none device=cuda \
-        data.policy_train="$subset" sft.time_limit_min="$MINUTES" hydra.run.dir="$RUNS/run_$size" $OVERRIDES \
-        > "$RUNS/sft_$size.log" 2>&1 &
+    one_size "$size" "$gpu" &
     gpu=$((gpu + 1))
 done
 wait
 for size in $SIZES; do
-    echo "== $size positions: $(grep -c . <(zcat "$RUNS/train_$size.jsonl.gz")) rows; $(tail -n 1 "$RUNS/sft_$size.log")"
+    echo "== $size positions: $(zcat "$RUNS/train_$size.jsonl.gz" | grep -c .) rows; $(tail -n 1 "$RUNS/sft_$size.log")"
     grep "^eval @" "$RUNS/sft_$size.log" | tail -n 1
-    python3 -m rookworld.bench.eval_time --repeats 1 --scores "$RUNS/test_scores_$size.json" experiment=grpo_rookworld_tiny \
-        tracking=none device=cuda model.path="$RUNS/run_$size/model" eval.split=test eval.num_policy=100000 \
-        eval.num_arbiter=100000 eval.batch_size=512 2>&1 | tail -n 2 | tee "$RUNS/test_$size.log"
+    tail -n 2 "$RUNS/test_$size.log"
 done

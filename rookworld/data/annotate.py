@@ -10,8 +10,9 @@ Position sources (exactly one):
                     processes, every analysed position kept (the label's search picks the move),
                     whole games split into train / rl / validation / test, resumable after a kill
                     (rookworld/data/shards.py)
-  --relabel FILE    the positions of an annotated JSONL file, re-analysed: fen, history, phase
-                    and source are kept, candidates and the engine fields recomputed (--workers
+  --relabel FILE    the positions of an annotated JSONL file, re-analysed: every field is kept
+                    (fen, history, phase, source, a self-play game's index and split) but the
+                    candidates and the engine fields, which are recomputed (--workers
                     engine processes; the row order is kept)
   --action-values FILE
                     the records of an annotated JSONL file, unchanged, plus the engine value of every
@@ -509,8 +510,7 @@ def run_relabel(args: argparse.Namespace) -> None:
     progress = Progress(len(records))
     started = time.monotonic()
     analyses = analyse_many([r["fen"] for r in records], args.workers, progress.update, **engine_kwargs)
-    rows = [{"fen": r["fen"], "history": r["history"], "phase": r["phase"], "source": r["source"],
-             "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
+    rows = [{**r, "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
              "engine": engine_name, "limit": limit}
             for r, candidates in zip(records, analyses)]
     write_jsonl(args.output, rows)
