@@ -76,3 +76,22 @@ def test_the_sft_optimizer_is_a_group_choice_sgd_included():
     optimizer = build_optimizer(torch.nn.Linear(2, 2).parameters(), sgd)
     assert isinstance(optimizer, torch.optim.SGD) and optimizer.defaults["momentum"] == 0.9
     assert load_sft(sft_config("experiment=sft_rookworld_tiny")).optimizer.lr == 1.5e-3
+
+
+def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp_path):
+    """Data-parallel SFT on the CPU (gloo): rank 0 logs and saves; the run ends only if both processes'
+    weights are identical after their steps (rookworld.distributed.check_in_sync)."""
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               "-m", "rookworld.sft", "device=cpu", "tracking=none", "sft.steps=3", "sft.batch_size=4",
+               "sft.seq_len=96", "sft.num_workers=0", "sft.eval_every=0", "sft.log_every=1", "sft.heldout_docs=4",
+               "eval.num_policy=2", "eval.num_arbiter=2", f"hydra.run.dir={tmp_path}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "2 processes of 2 documents a step" in done.stdout
+    assert done.stdout.count("step 3/3 |") == 1  # rank 0 alone logs
+    assert (tmp_path / "model" / "model.safetensors").is_file()

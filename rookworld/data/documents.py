@@ -55,16 +55,19 @@ class ArbiterCases:
 
 
 class TaskDocuments(IterableDataset):
-    """An endless, seeded stream of token-id documents; each DataLoader worker gets its own seed."""
+    """An endless, seeded stream of token-id documents; each DataLoader worker gets its own seed.
+    Streams are numbered: worker w reads stream first_stream + w (the processes of a data-parallel run
+    start at rank * workers, so no two workers of a run draw the same documents)."""
 
     def __init__(self, tokenizer, policy_problems: list[Problem], cases: ArbiterCases,
-                 arbiter_fraction: float, seq_len: int, seed: int):
+                 arbiter_fraction: float, seq_len: int, seed: int, first_stream: int = 0):
         self.tokenizer, self.policy_problems, self.cases = tokenizer, policy_problems, cases
         self.arbiter_fraction, self.seq_len, self.seed = arbiter_fraction, seq_len, seed
+        self.first_stream = first_stream
 
     def __iter__(self) -> Iterator[list[int]]:
         worker = get_worker_info()
-        rng = random.Random(f"{self.seed}:{worker.id if worker else 0}")
+        rng = random.Random(f"{self.seed}:{self.first_stream + (worker.id if worker else 0)}")
         boards = random_game_positions(rng, n_games=10**9)
         while True:
             if rng.random() < self.arbiter_fraction:
