@@ -458,3 +458,28 @@ def test_the_summary_says_when_the_best_is_worse_than_the_untrained_model_or_the
     raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=SEARCH, config="baseline") for n, v in [(1, 0.66), (2, 0.64)]]
     text = summary_markdown(SweepSummary(STUDY, "s", "maximize", (search, *raced), ()))
     assert "The best is the baseline configuration itself: no searched configuration beat it." in text, text
+
+
+def test_the_sweep_table_shows_the_chess_skill_each_run_logged(tmp_path: Path) -> None:
+    """Child runs in a real sqlite MLflow store: best move, win-probability loss, mate in one and A: exact
+    next state stand beside the objective, for the metrics the runs logged (none: no such columns)."""
+    from mlflow import MlflowClient
+
+    from rookworld.sweep.summary import summarise_children
+    from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, TRIAL_TAG
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    experiment = client.create_experiment("sweep", artifact_location=str(tmp_path / "mlruns"))
+    parent = client.create_run(experiment).info.run_id
+    for trial, (objective, best, loss) in enumerate([(0.61, 0.072, 0.1834), (0.63, 0.081, None)]):
+        run = client.create_run(experiment, tags={PARENT_TAG: parent, TRIAL_TAG: str(trial), OUTCOME_TAG: "success"})
+        client.log_metric(run.info.run_id, "objective", objective)
+        client.log_metric(run.info.run_id, "eval/P/best_move", best)
+        if loss is not None:
+            client.log_metric(run.info.run_id, "eval/P/win_prob_loss", loss)
+    lines = summary_markdown(summarise_children(client, parent)).splitlines()
+    header = next(line for line in lines if line.startswith("| trial"))
+    assert header.startswith("| trial | outcome | objective | best move | win-prob loss | run |"), header
+    assert "mate in 1" not in header
+    assert any(line.startswith("| 0 | success | 0.61 | 0.072 | 0.1834 |") for line in lines), lines
+    assert any(line.startswith("| 1 | success | 0.63 | 0.081 | - |") for line in lines), lines

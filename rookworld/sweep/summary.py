@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.evaluate import CHANGE_METRIC
@@ -44,6 +44,9 @@ STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 RUNS, STUDY = "runs", "study"  # a summary's source: an MLflow parent's child runs, or an Optuna study
 NO_RUN = "-"  # the outcome of a study trial with neither an MLflow run nor an outcome recorded by its job
+SKILL_COLUMNS = (  # (header, the run's metric): chess skill beside the objective, where the runs logged it
+    ("best move", "eval/P/best_move"), ("win-prob loss", "eval/P/win_prob_loss"),
+    ("mate in 1", "eval/P/mate_in_one"), ("A: next state", "eval/A/next_state"))
 _NOT_SWEPT_PREFIXES = ("git.",)
 _NOT_SWEPT = ("trial.number", "checkpoint.dir")  # checkpoint.dir: each job's own output dir
 
@@ -67,6 +70,7 @@ class TrialRow:
     stage: str | None = None  # a staged sweep's: search, race or confirm (a run: one seed of a configuration)
     config: str | None = None  # a staged sweep's configuration: the search trial that sampled it, or "baseline"
     start: float | None = None  # eval/score at step 0, the untrained model on its problems (objective - change/eval_score)
+    skill: dict[str, float] = field(default_factory=dict)  # its run's final SKILL_COLUMNS metrics
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,11 @@ def start_score(run: Run) -> float | None:
     return None if objective is None or change is None else objective - change
 
 
+def skill_metrics(run: Run | None) -> dict[str, float]:
+    metrics = run.data.metrics if run is not None else {}
+    return {metric: metrics[metric] for _, metric in SKILL_COLUMNS if metric in metrics}
+
+
 def run_row(run: Run) -> TrialRow:
     tags, objective = run.data.tags, run.data.metrics.get(OBJECTIVE_METRIC)
     objective = None if objective is None or math.isnan(objective) else float(objective)
@@ -194,6 +203,7 @@ def run_row(run: Run) -> TrialRow:
         status=run.info.status,
         start_time=run.info.start_time or 0,
         stage=tags.get(STAGE_TAG),
+        skill=skill_metrics(run),
         **evaluation_interval(objective, run.data.metrics.get(OBJECTIVE_SE_METRIC)),
     )
 
@@ -258,9 +268,9 @@ def _trial_note(trial: FrozenTrial) -> str:
     return "; ".join(notes)
 
 
-def study_row(trial: FrozenTrial, outcome: str, start: float | None = None) -> TrialRow:
+def study_row(trial: FrozenTrial, outcome: str, run: Run | None = None) -> TrialRow:
     """`outcome`: its MLflow run's; without one (NO_RUN), the outcome its job recorded on the trial (if any);
-    `start`: its run's eval/score at step 0."""
+    `run`: its latest MLflow run (eval/score at step 0 and the chess-skill metrics), if any."""
     if outcome == NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, NO_RUN))
     steps = trial.intermediate_values
@@ -276,7 +286,8 @@ def study_row(trial: FrozenTrial, outcome: str, start: float | None = None) -> T
         last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
         stage=trial.user_attrs.get(STAGE_ATTR),
         config=trial.user_attrs.get(CONFIG_ATTR),
-        start=start,
+        start=start_score(run) if run is not None else None,
+        skill=skill_metrics(run),
         **(interval if objective is not None else {}),
     )
 
@@ -284,8 +295,8 @@ def study_row(trial: FrozenTrial, outcome: str, start: float | None = None) -> T
 def summarise_study(study: optuna.Study, runs: Sequence[Run] | None = None) -> SweepSummary:
     """The study's trials (Optuna states and values) joined with their MLflow runs' outcomes."""
     outcomes, latest = trial_outcomes(runs or []), latest_runs(runs or [])
-    trials = tuple(study_row(t, outcomes.get(t.number, NO_RUN), start_score(latest[t.number]) if t.number in latest
-                             else None) for t in study.get_trials(deepcopy=False))
+    trials = tuple(study_row(t, outcomes.get(t.number, NO_RUN), latest.get(t.number))
+                   for t in study.get_trials(deepcopy=False))
     return SweepSummary(source=STUDY, study=study.study_name, direction=normalise_direction(study.direction),
                         trials=trials, params=tuple(sorted({k for t in trials for k in t.params})))
 
@@ -388,10 +399,13 @@ def _columns(summary: SweepSummary) -> list[tuple[str, Any]]:
     trial = ("trial", lambda t: "-" if t.trial is None else str(t.trial))
     objective = ("objective", lambda t: format_objective(t.objective))
     outcome = ("outcome", lambda t: t.outcome)
+    logged = {metric for t in summary.trials for metric in t.skill}
+    skill = [(header, lambda t, m=metric: format_objective(t.skill.get(m)))
+             for header, metric in SKILL_COLUMNS if metric in logged]
     if summary.source == RUNS:
-        return [trial, outcome, objective, *params, ("run", lambda t: (t.run_id or "")[:8]),
+        return [trial, outcome, objective, *skill, *params, ("run", lambda t: (t.run_id or "")[:8]),
                 ("stop reason", lambda t: t.note)]
-    return [trial, ("state", lambda t: t.state), objective, outcome,
+    return [trial, ("state", lambda t: t.state), objective, outcome, *skill,
             ("last step", lambda t: "-" if t.last_step is None else str(t.last_step)), *params, ("note", lambda t: t.note)]
 
 
