@@ -25,6 +25,7 @@ from rookworld.specs.sft import SftSpec
 
 PROJECT_TARGETS = "rookworld.*"
 ASSETS_DIR = Path(__file__).parent / "assets"
+DATA_DIR = Path(__file__).parent / "data"
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 # `${rookworld.asset:NAME}` in a config: a file or folder shipped in rookworld/assets/.
@@ -33,6 +34,14 @@ def _asset(name: str) -> str:
 
 
 OmegaConf.register_resolver("rookworld.asset", _asset, replace=True)
+
+
+# `${rookworld.data:NAME}` in a config: a data file shipped in rookworld/data/ (e.g. selfplay/test.jsonl.gz).
+def _data_file(name: str) -> str:
+    return str(DATA_DIR / name)
+
+
+OmegaConf.register_resolver("rookworld.data", _data_file, replace=True)
 
 
 def compose(overrides: list[str], config_name: str = "config") -> DictConfig:

@@ -7,7 +7,7 @@
 #   DATA=data/selfplay HELDOUT_NODES=100000 ARBITER=10000 bash tools/heldout_pools.sh
 #
 # Writes $DATA/heldout/{validation,test}.jsonl.gz and {validation,test}_arbiter.jsonl.gz. The A: pools
-# need python-chess alone (~9 minutes each on one core) and the test pool excludes the validation
+# need python-chess alone (~10 minutes each on one core) and the test pool excludes the validation
 # pool's positions, so they are made one after the other. P_ONLY=1: the P: pools only; ARBITER_ONLY=1:
 # the A: pools only. WORKERS: engine processes (default: all cores); STOCKFISH: the engine binary.
 set -euo pipefail

@@ -6,15 +6,15 @@
 # last complete shard, and the files come out as an unkilled run's. At the target, done.json counts the
 # splits and confirms that no position and no game is in two of them.
 #
-#   DATA=data/selfplay TARGET=1150000 NODES=20000 LIMIT_S=480 bash tools/selfplay_data.sh   # again until done
+#   DATA=data/selfplay TARGET=1100000 NODES=10000 LIMIT_S=480 bash tools/selfplay_data.sh   # again until done
 #
 # STOCKFISH: the engine binary (default /usr/games/stockfish); WORKERS: engine processes (default: all cores);
 # SEED: the games' seed; REPORT: where the logs go (default $DATA/logs). The held-out exclusions: the
 # shipped held-out files, so that the new data never contains a shipped validation or test position.
 set -uo pipefail
 DATA=${DATA:-data/selfplay}  # git-ignored (/data/)
-TARGET=${TARGET:-1150000}
-NODES=${NODES:-20000}
+TARGET=${TARGET:-1100000}
+NODES=${NODES:-10000}
 LIMIT_S=${LIMIT_S:-480}
 SEED=${SEED:-2026}
 WORKERS=${WORKERS:-$(nproc)}

@@ -10,7 +10,7 @@
 #
 #   DATA=/scratch/ws TARGET=1100000 NODES=10000 DEADLINE=$(( $(date +%s) + 1500 )) bash tools/warm_start.sh
 #
-# The A: held-out pools (tools/heldout_pools.sh) need only python-chess and one core for ~9 minutes
+# The A: held-out pools (tools/heldout_pools.sh) need only python-chess and one core for ~10 minutes
 # each: make them anywhere once the splits exist (ARBITER_ONLY=1 bash tools/heldout_pools.sh).
 set -uo pipefail
 export DATA=${DATA:-data/selfplay}

@@ -3,10 +3,14 @@ loaders (rookworld/data/positions.py) read a spec's fields as a mapping: `as_map
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
 from rookworld.specs.rules import ConfigError, one_of, require, require_option
+
+
+FILE_KEYS = ("policy_train", "policy_validation", "policy_test", "arbiter_train", "arbiter_validation", "arbiter_test")
 
 
 @dataclass(frozen=True)
@@ -32,6 +36,10 @@ class BundledData:
             raise ConfigError(str(error)) from None
         require(self.arbiter_pool_size >= 1, "data.arbiter_pool_size", self.arbiter_pool_size, "must be >= 1")
         require(self.arbiter_pool_walks >= 1, "data.arbiter_pool_walks", self.arbiter_pool_walks, "must be >= 1")
+        for key in FILE_KEYS:
+            path = getattr(self, key)
+            require(path is None or Path(path).is_file(), f"data.{key}", path,
+                    "no such file (a path is read from the working directory; the data's README says which command makes it)")
 
     def as_mapping(self) -> dict:
         return asdict(self)
