@@ -101,7 +101,7 @@ def no_runs(client):
 
 def test_a_missing_data_file_fails_before_any_mlflow_run_opens(tmp_path):
     cfg, client = tracked(tmp_path, f"data.policy_validation={tmp_path}/missing.jsonl")
-    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+    with pytest.raises(ConfigError, match=r"^data\.policy_validation='.*missing\.jsonl': no such file"):
         run(cfg)
     assert no_runs(client)
 

@@ -405,8 +405,8 @@ def _columns(summary: SweepSummary) -> list[tuple[str, Any]]:
     if summary.source == RUNS:
         return [trial, outcome, objective, *skill, *params, ("run", lambda t: (t.run_id or "")[:8]),
                 ("stop reason", lambda t: t.note)]
-    return [trial, ("state", lambda t: t.state), objective, outcome, *skill,
-            ("last step", lambda t: "-" if t.last_step is None else str(t.last_step)), *params, ("note", lambda t: t.note)]
+    return [trial, ("state", lambda t: t.state), objective, outcome,
+            ("last step", lambda t: "-" if t.last_step is None else str(t.last_step)), *skill, *params, ("note", lambda t: t.note)]
 
 
 def summary_markdown(summary: SweepSummary) -> str:
