@@ -8,6 +8,10 @@ runner, which lets it through) treats SIGTERM the same way. Only the first signa
 ones (a second Ctrl-C, a sweep stopping its workers after the terminal already did) are ignored
 while the run closes its MLflow run; SIGKILL still ends the process at once.
 
+A signal that lands inside a library's cleanup can be hidden behind the cleanup's own failure: Optuna's
+journal file lock, interrupted while it waits, releases a lock it never took and raises RuntimeError
+with the Interrupted as its context. `interrupts_unmasked()` raises the Interrupted again in its place.
+
 A signal that lands while a finalizer or a weakref callback runs (the garbage collector runs them at any
 bytecode) would raise there, where Python prints "Exception ignored in ..." and drops the exception: the
 run would never stop. Such a swallowed signal is sent again a moment later, once the finalizer has returned.
@@ -18,6 +22,8 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from types import FrameType
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -76,3 +82,23 @@ def raise_on_signals() -> None:
     for signum in STOP_SIGNALS:
         signal.signal(signum, handler)
     sys.unraisablehook = _raise_again_after_finalizers(handler, sys.unraisablehook)
+
+
+def hidden_interruption(error: BaseException | None) -> Interrupted | None:
+    """The Interrupted in `error`'s chain of contexts (the exception it was raised while handling), if any."""
+    while error is not None and not isinstance(error, Interrupted):
+        error = error.__context__
+    return error
+
+
+@contextmanager
+def interrupts_unmasked() -> Iterator[None]:
+    """Around code that calls a library whose cleanup may fail while an Interrupted unwinds through it:
+    that failure is replaced by the Interrupted, so the stop is handled as a stop."""
+    try:
+        yield
+    except Exception as error:
+        stop = hidden_interruption(error)
+        if stop is None:
+            raise
+        raise stop from None

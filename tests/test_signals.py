@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from sweep_helpers import SMALL_POOLS, mlflow_runs, subprocess_env, wait_for
 
-from rookworld.interrupts import STOP_SIGNALS, Interrupted, raise_on_signals
+from rookworld.interrupts import STOP_SIGNALS, Interrupted, interrupts_unmasked, raise_on_signals
 
 # The random tiny model on one problem a step: a step takes well under a second on a CPU.
 ENDLESS_RUN = ["model=tiny", "device=cpu", "steps=100000", "prompts_per_step=1", "grpo.group_size=2",
@@ -103,3 +103,22 @@ def test_a_signal_that_lands_in_a_finalizer_still_stops_the_run_without_a_traceb
     done = subprocess.run([sys.executable, "-c", FINALIZER_SCRIPT], env=subprocess_env(), capture_output=True,
                           text=True, timeout=60)
     assert (done.stdout, done.stderr) == ("stopped 130\n", "")
+
+
+def test_an_interrupt_hidden_by_a_failing_cleanup_is_raised_again() -> None:
+    """Optuna's journal file lock, interrupted while it waits for the lock, releases a lock it never took
+    and raises RuntimeError("Error: did not possess lock") in place of the interrupt: the sweep must still
+    stop as stopped (130), not crash (1)."""
+    def acquire_like_optuna() -> None:
+        try:
+            raise Interrupted(signal.SIGINT)  # the signal, landing in the lock's wait
+        except BaseException:
+            raise RuntimeError("Error: did not possess lock")  # its release of a lock it does not hold
+
+    with pytest.raises(Interrupted) as caught:
+        with interrupts_unmasked():
+            acquire_like_optuna()
+    assert caught.value.exit_code == 130
+    with pytest.raises(RuntimeError, match="unrelated"):  # any other failure passes through unchanged
+        with interrupts_unmasked():
+            raise RuntimeError("unrelated")

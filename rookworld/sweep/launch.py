@@ -27,7 +27,7 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
-from rookworld.interrupts import Interrupted
+from rookworld.interrupts import Interrupted, interrupts_unmasked
 from rookworld.sweep.clock import StorageClock
 from rookworld.sweep.context import ParentRef, write_parent_ref
 from rookworld.sweep.gpus import worker_gpus, worker_threads
@@ -152,7 +152,8 @@ class Launch:
 
     def wait(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: MpsDaemon | None) -> int:
         try:
-            return self.watch(slots, spec_path, mps)
+            with interrupts_unmasked():
+                return self.watch(slots, spec_path, mps)
         except Interrupted as stop:
             self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
             if self.spec.settings.stages is not None:  # what the stages have so far (the same command goes on)

@@ -13,7 +13,7 @@ from omegaconf.basecontainer import BaseContainer
 
 from sqlalchemy.exc import SQLAlchemyError
 
-from rookworld.interrupts import Interrupted, raise_on_signals
+from rookworld.interrupts import Interrupted, interrupts_unmasked, raise_on_signals
 from rookworld.sweep.lock import StorageFault
 from rookworld.sweep.storage_url import redacted
 from rookworld.tracking import one_line
@@ -23,7 +23,8 @@ from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EX
 def main(argv: list[str]) -> int:
     raise_on_signals()
     try:
-        return run(argv)
+        with interrupts_unmasked():
+            return run(argv)
     except Interrupted as stop:  # its trial's run is closed (KILLED); the sweeper prints the one line
         return stop.exit_code
 

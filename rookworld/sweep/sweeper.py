@@ -63,15 +63,16 @@ class RookworldOptunaSweeper(Sweeper):
         # (`python -m rookworld.train`, sweep or not), and the launch pulls Optuna, SQLAlchemy and the sweep package.
         from sqlalchemy.exc import SQLAlchemyError
 
-        from rookworld.interrupts import Interrupted, raise_on_signals
+        from rookworld.interrupts import Interrupted, interrupts_unmasked, raise_on_signals
         from rookworld.sweep.launch import Launch, UserError
         from rookworld.sweep.lock import StorageFault
 
         raise_on_signals()
         try:
-            launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
-            code = launch.run_workers()
-            launch.finish()
+            with interrupts_unmasked():
+                launch = Launch.prepare(self.config, self.hydra_context, self.task_function, arguments, self._raw)
+                code = launch.run_workers()
+                launch.finish()
         except UserError as error:
             print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
             sys.exit(2)
