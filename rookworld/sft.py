@@ -18,13 +18,12 @@ from pathlib import Path
 
 import hydra
 import torch
-import torch.nn.functional as F
 from omegaconf import DictConfig
 from torch.utils.data import DataLoader
 
 from rookworld.components import eval_problems, heldout_problems, load_policy
 from rookworld.config import PROJECT_TARGETS, load_sft
-from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
+from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches, lm_loss
 from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld import distributed
@@ -41,11 +40,6 @@ from rookworld.tracking import NullTracker, make_tracker
 from rookworld.model.precision import autocast_for
 
 SAVE_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-
-
-def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    logits = model(inputs)
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
 @torch.no_grad()

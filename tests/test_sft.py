@@ -9,8 +9,7 @@ from rookworld.evaluate import evaluate
 from rookworld.model.hub import load_model
 from rookworld.model.sampling import PlainDecoder
 from rookworld.rewards import GraduatedReward
-from rookworld.data.documents import ArbiterCases, TaskDocuments, collate
-from rookworld.sft import lm_loss
+from rookworld.data.documents import ArbiterCases, TaskDocuments, collate, lm_loss
 
 CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0}
 FORMAT_THRESHOLD = 0.8   # share of format-valid A: completions the shipped checkpoint must reach
@@ -95,3 +94,13 @@ def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp
     assert "2 processes of 2 documents a step" in done.stdout
     assert done.stdout.count("step 2/2 |") == 1  # rank 0 alone logs
     assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+def test_the_step_benchmark_prints_the_stream_and_one_line_per_batch_size(capsys):
+    from rookworld.bench.sft_step import main
+    main(["--batch-sizes", "2", "4", "--steps", "1", "model=tiny", "model.tiny.n_layer=1", "model.tiny.n_embd=32",
+          "model.tiny.n_head=2", "device=cpu"])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].startswith("document stream: ") and "documents/s in one process" in lines[0]
+    assert [line.split()[1] for line in lines[1:]] == ["2", "4"]
+    assert all("documents/s" in line and "workers to feed it" in line for line in lines[1:])
