@@ -86,12 +86,13 @@ def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluat
     spec = load_run(compose(["data=selfplay"]))
     data = spec.data.as_mapping()
     assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.gz")  # its rows: the tests above
-    test_problems = load_policy_problems("test", data)
-    assert len(test_problems) == 16_554
     assert len(load_arbiter_problems("test", data)) == 10_000
-    # the test pool carries every legal move's value (the loader checks each list is every legal move once)
-    assert all(p.truth.action_values is not None for p in test_problems)
-    assert {json.dumps(r["action_values_limit"]) for r in rows("test")} == {'{"nodes": 3000}'}
+    for part, n_rows in (("validation", 14_908), ("test", 16_554)):
+        # each P: pool carries every legal move's value (the loader checks each list is every legal move once)
+        problems = load_policy_problems(part, data)
+        assert len(problems) == n_rows
+        assert all(p.truth.action_values is not None for p in problems)
+        assert {json.dumps(r["action_values_limit"]) for r in rows(part)} == {'{"nodes": 3000}'}
 
 
 def test_a_data_file_that_is_not_there_is_refused_in_one_line_naming_it() -> None:
