@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 
 from rookworld.components import eval_problems, heldout_problems, load_policy
 from rookworld.config import PROJECT_TARGETS, load_sft
-from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches, lm_loss
+from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
 from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld import distributed
@@ -36,6 +36,7 @@ from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.specs.rules import require
+from rookworld.supervised import lm_loss, supervised_step
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.model.precision import autocast_for
 
@@ -122,12 +123,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
             lr = lr_at(scheduled_step(step, elapsed), spec.optimizer.lr,
                        spec.optimizer.warmup_steps, s.steps, spec.optimizer.min_lr_ratio)
             set_lr(optimizer, lr)
-            with autocast():
-                loss = lm_loss(model, inputs.to(device, non_blocking=True), targets.to(device, non_blocking=True))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), s.max_grad_norm or float("inf"))
-            optimizer.step()
+            loss, grad_norm = supervised_step(model, optimizer, inputs.to(device, non_blocking=True),
+                                              targets.to(device, non_blocking=True), autocast, s.max_grad_norm)
             step += 1
             if not ranks.main:
                 continue

@@ -9,7 +9,8 @@ from rookworld.evaluate import evaluate
 from rookworld.model.hub import load_model
 from rookworld.model.sampling import PlainDecoder
 from rookworld.rewards import GraduatedReward
-from rookworld.data.documents import ArbiterCases, TaskDocuments, collate, lm_loss
+from rookworld.data.documents import ArbiterCases, TaskDocuments, collate
+from rookworld.supervised import lm_loss
 
 CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0}
 FORMAT_THRESHOLD = 0.8   # share of format-valid A: completions the shipped checkpoint must reach

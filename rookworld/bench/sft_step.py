@@ -1,6 +1,6 @@
 """`python -m rookworld.bench.sft_step [--batch-sizes 192 768] [overrides]`: what one supervised step costs.
 
-Times the step of `python -m rookworld.sft` (forward, loss, backward, clipping, AdamW) on the configured
+Times the step of `python -m rookworld.sft` (rookworld/supervised.py: forward, loss, backward, clipping, optimizer) on the configured
 model and device at each batch size, on batches of real documents from the run's own document stream,
 and the stream itself in one process. Prints documents/s and tokens/s for each, so a run's batch size
 and worker count can be chosen from figures: the step is data-bound when workers x stream rate falls
@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
+from functools import partial
 
 import torch
 
@@ -23,7 +24,7 @@ from rookworld.data.positions import load_policy_problems
 from rookworld.model.precision import autocast_for
 from rookworld.optim import build_optimizer
 from rookworld.specs.rules import resolve_device
-from rookworld.data.documents import lm_loss
+from rookworld.supervised import supervised_step
 
 
 def stream_rate(stream: TaskDocuments, n_docs: int) -> tuple[float, list[list[int]]]:
@@ -34,20 +35,21 @@ def stream_rate(stream: TaskDocuments, n_docs: int) -> tuple[float, list[list[in
     return n_docs / (time.perf_counter() - start), made
 
 
-def step_rate(model, optimizer, batch, device, autocast, steps: int) -> float:
-    """Steps/s of the supervised update on one fixed batch (after two untimed steps)."""
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def step_rate(model, optimizer, batch, device, autocast, max_grad_norm: float, steps: int) -> float:
+    """Steps/s of the supervised update (rookworld.supervised) on one fixed batch, after two untimed steps."""
     inputs, targets = (t.to(device) for t in batch)
-    for i in range(steps + 2):
-        if i == 2:
-            torch.cuda.synchronize() if device.type == "cuda" else None
-            start = time.perf_counter()
-        with autocast():
-            loss = lm_loss(model, inputs, targets)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
-    torch.cuda.synchronize() if device.type == "cuda" else None
+    for _ in range(2):
+        supervised_step(model, optimizer, inputs, targets, autocast, max_grad_norm)
+    synchronize(device)
+    start = time.perf_counter()
+    for _ in range(steps):
+        supervised_step(model, optimizer, inputs, targets, autocast, max_grad_norm)
+    synchronize(device)
     return steps / (time.perf_counter() - start)
 
 
@@ -69,11 +71,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"document stream: {rate:,.0f} documents/s in one process, {tokens:.0f} tokens each "
           f"(A: share {spec.sft.arbiter_fraction})")
     optimizer = build_optimizer(model.parameters(), spec.optimizer)
-    autocast = lambda: autocast_for(device, spec.model.dtype)  # noqa: E731
+    autocast = partial(autocast_for, device, spec.model.dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     for batch_size in args.batch_sizes:
         steps_s = step_rate(model, optimizer, collate(docs[:batch_size], tokenizer.pad_id), device, autocast,
-                            args.steps)
+                            spec.sft.max_grad_norm, args.steps)
         print(f"batch {batch_size:>5} on {name}: {steps_s:6.1f} steps/s, {steps_s * batch_size:9,.0f} documents/s, "
               f"{steps_s * batch_size * tokens / 1e6:6.2f}M tokens/s; workers to feed it: "
               f"{steps_s * batch_size / rate:.1f}")

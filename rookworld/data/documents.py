@@ -12,7 +12,6 @@ from collections.abc import Iterator
 
 import chess
 import torch
-import torch.nn.functional as F
 from torch.utils.data import IterableDataset, get_worker_info
 
 from rookworld.data.move_cases import classify_position, random_game_positions
@@ -98,12 +97,6 @@ def collate(docs: list[list[int]], pad_id: int) -> tuple[torch.Tensor, torch.Ten
         inputs[row, :n] = torch.tensor(ids[:-1])
         targets[row, :n] = torch.tensor(ids[1:])
     return inputs, targets
-
-
-def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the real tokens of a collated batch (padding ignored)."""
-    logits = model(inputs)
-    return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
 def heldout_batches(tokenizer, heldout: list[Problem], n_docs: int, batch_size: int, seq_len: int):
