@@ -87,12 +87,14 @@ def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluat
     data = spec.data.as_mapping()
     assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.gz")  # its rows: the tests above
     assert len(load_arbiter_problems("test", data)) == 10_000
-    for part, n_rows in (("validation", 14_908), ("test", 16_554)):
-        # each P: pool carries every legal move's value (the loader checks each list is every legal move once)
+    for part, n_rows, nodes in (("validation", 14_908, 3000), ("test", 16_554, 3000), ("train", 57_218, 1000)):
+        # each P: part carries every legal move's value (the loader checks each list is every legal move once);
+        # data=selfplay's train part is the RL split (rl.jsonl.gz), valued at a lower budget (README)
         problems = load_policy_problems(part, data)
         assert len(problems) == n_rows
         assert all(p.truth.action_values is not None for p in problems)
-        assert {json.dumps(r["action_values_limit"]) for r in rows(part)} == {'{"nodes": 3000}'}
+        file = "rl" if part == "train" else part
+        assert {json.dumps(r["action_values_limit"]) for r in rows(file)} == {json.dumps({"nodes": nodes})}
 
 
 def test_a_data_file_that_is_not_there_is_refused_in_one_line_naming_it() -> None:
