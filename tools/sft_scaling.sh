@@ -2,7 +2,7 @@
 # The data-scaling table: one supervised run per training-set size, all at once, one GPU each, the same
 # model shape, settings and time limit (experiment=sft_selfplay), each on the first N positions of the
 # self-play train split (tools/selfplay_data.sh), then each model evaluated, on its own GPU, on the
-# whole test part (greedy; rookworld.bench.eval_time writes the per-problem scores and the metrics).
+# whole test part (greedy; tools/eval_test_part.sh writes the per-problem scores and the metrics).
 #
 #   DATA=data/selfplay SIZES="5600 50000 250000 all" MINUTES=6 bash tools/sft_scaling.sh
 #
@@ -27,10 +27,8 @@ one_size() {  # $1 size, $2 GPU index: SFT, then the test evaluation of its mode
     export CUDA_VISIBLE_DEVICES=$2
     python3 -m rookworld.sft experiment=sft_selfplay tracking=none device="$DEVICE" data.policy_train="$subset" \
         sft.time_limit_min="$MINUTES" hydra.run.dir="$RUNS/run_$size" $OVERRIDES > "$RUNS/sft_$size.log" 2>&1
-    python3 -m rookworld.bench.eval_time --repeats 1 --scores "$RUNS/test_scores_$size.json" \
-        experiment=grpo_rookworld_tiny tracking=none device="$DEVICE" model.path="$RUNS/run_$size/model" \
-        eval.split=test eval.num_policy=100000 eval.num_arbiter=100000 eval.batch_size=512 $EVAL_DATA \
-        > "$RUNS/test_$size.log" 2>&1
+    bash "$(dirname "$0")/eval_test_part.sh" "$RUNS/run_$size/model" "$RUNS/test_scores_$size.json" \
+        device="$DEVICE" $EVAL_DATA > "$RUNS/test_$size.log" 2>&1
 }
 
 gpu=0
