@@ -16,7 +16,7 @@ from rookworld.data.records import read_jsonl, write_jsonl
 from rookworld.data.run_folder import DONE_FILE
 from rookworld.engine import Engine
 
-from annotate_helpers import kill_after_first_part
+from annotate_helpers import interrupt_after_first_part, kill_after_first_part
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 
@@ -86,6 +86,24 @@ def test_a_killed_run_resumes_to_the_bytes_of_an_unkilled_one(tmp_path: Path) ->
     assert killed.read_bytes() == unkilled.read_bytes()
     done = json.loads((folder / DONE_FILE).read_text())
     assert done["blocks"] == done["positions"] == 8 and all(block_path(folder, b).exists() for b in range(8))
+
+
+def test_ctrl_c_stops_the_run_its_workers_and_engines_in_one_line_and_the_same_command_goes_on(tmp_path: Path) -> None:
+    source = positions(tmp_path, 6)
+    args = ["--action-values", str(source), "--nodes", str(NODES), "--positions-per-block", "1", "--workers", "2"]
+    unstopped = tmp_path / "unstopped.jsonl.gz"
+    annotate.main([*args, "--output", str(unstopped), "--shards", str(tmp_path / "unstopped")])
+
+    stopped, folder = tmp_path / "stopped.jsonl.gz", tmp_path / "stopped"
+    code, stderr, left = interrupt_after_first_part([*args, "--output", str(stopped), "--shards", str(folder)], folder)
+    messages = [line for line in stderr.splitlines() if line.strip() and "action values:" not in line]  # bar aside
+    assert (code, messages) == (130, [f"annotate: stopped by SIGINT; {folder} keeps what was written, "
+                                      "and the same command goes on from there"])
+    assert left == []  # no worker and no engine outlives the run
+    assert not stopped.exists()
+
+    annotate.main([*args, "--output", str(stopped), "--shards", str(folder)])
+    assert stopped.read_bytes() == unstopped.read_bytes()
 
 
 def test_a_resume_with_another_node_budget_is_refused_in_one_line(tmp_path: Path,

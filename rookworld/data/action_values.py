@@ -117,19 +117,18 @@ def _value_blocks(folder: Path, records: list[dict], workers: int, positions_per
     limit = {"nodes": engine["nodes"]}
     started = time.perf_counter() - done["wall_seconds"]
     first = done["blocks"] * positions_per_block
-    bar = tqdm(total=len(records), initial=first, unit="pos", desc="action values", smoothing=0.05,
-               dynamic_ncols=True)
     block: list[dict] = []
     fens = (record["fen"] for record in records[first:])
-    for index, (values, seconds) in enumerate(values_in_order(fens, workers, engine), first):
-        block.append({**records[index], "action_values": values, "action_values_limit": limit})
-        done["moves"] += len(values)
-        done["engine_seconds"] += seconds
-        bar.update(1)
-        if len(block) == positions_per_block or index == len(records) - 1:
-            done = _write_block(folder, done, block, time.perf_counter() - started)
-            block = []
-    bar.close()
+    with tqdm(total=len(records), initial=first, unit="pos", desc="action values", smoothing=0.05,
+              dynamic_ncols=True) as bar:
+        for index, (values, seconds) in enumerate(values_in_order(fens, workers, engine), first):
+            block.append({**records[index], "action_values": values, "action_values_limit": limit})
+            done["moves"] += len(values)
+            done["engine_seconds"] += seconds
+            bar.update(1)
+            if len(block) == positions_per_block or index == len(records) - 1:
+                done = _write_block(folder, done, block, time.perf_counter() - started)
+                block = []
     return done
 
 

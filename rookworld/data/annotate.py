@@ -56,6 +56,7 @@ from rookworld.data.records import at_line, iter_jsonl, open_text, position_key,
 from rookworld.data.selfplay import GameSettings, PlaySettings
 from rookworld.data.shards import run_shards, throughput_line
 from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
+from rookworld.interrupts import Interrupted, raise_on_signals
 from rookworld.tasks.arbiter import MAX_HISTORY
 
 
@@ -540,23 +541,30 @@ def run_annotation(args: argparse.Namespace, rng: random.Random) -> None:
           + (f", {len(held)} to {args.heldout_output}" if args.heldout_output else ""), file=sys.stderr)
 
 
+def run_mode(args: argparse.Namespace, rng: random.Random) -> None:
+    if args.arbiter is not None:
+        run_arbiter(args, rng)
+    elif args.relabel is not None:
+        run_relabel(args)
+    elif args.action_values is not None:
+        run_action_value_blocks(args)
+    elif args.shards is not None:
+        run_sharded_selfplay(args)
+    else:
+        run_annotation(args, rng)
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = build_parser()
     args = parse_args(argv, parser)
-    rng = random.Random(args.seed)
+    raise_on_signals()
     try:
-        if args.arbiter is not None:
-            run_arbiter(args, rng)
-        elif args.relabel is not None:
-            run_relabel(args)
-        elif args.action_values is not None:
-            run_action_value_blocks(args)
-        elif args.shards is not None:
-            run_sharded_selfplay(args)
-        else:
-            run_annotation(args, rng)
+        run_mode(args, random.Random(args.seed))
     except (ValueError, RuntimeError, FileNotFoundError, EngineNotFoundError) as exc:
         parser.exit(2, f"annotate: error: {exc}\n")
+    except Interrupted as stop:
+        kept = f"; {args.shards} keeps what was written, and the same command goes on from there" if args.shards else ""
+        parser.exit(stop.exit_code, f"annotate: {stop.stop_reason}{kept}\n")
 
 
 if __name__ == "__main__":

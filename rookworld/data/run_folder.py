@@ -13,7 +13,9 @@ import gzip
 import json
 import multiprocessing
 import os
+import signal
 from collections import deque
+from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, TypeVar
@@ -76,10 +78,25 @@ def join_parts(parts: Iterable[Path], target: Path) -> None:
     os.replace(tmp, target)
 
 
-def engine_pool(workers: int, initializer: Callable, initargs: tuple) -> ProcessPoolExecutor:
+@contextmanager
+def engine_pool(workers: int, initializer: Callable, initargs: tuple) -> Iterator[ProcessPoolExecutor]:
+    """`workers` processes, each set up by `initializer(*initargs)`. A stop (Ctrl-C, SIGTERM) is the
+    parent's alone: the workers, and the engines they start, ignore SIGINT, which a terminal sends to the
+    whole process group, and the parent cancels the queued work and waits for the positions in progress."""
     # spawn, not fork: a forked child would inherit the parent's engine threads half-way
-    return ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"), initializer=initializer,
-                               initargs=initargs)
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
+                               initializer=_start_ignoring_sigint, initargs=(initializer, initargs))
+    try:
+        yield pool
+    except BaseException:
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _start_ignoring_sigint(initializer: Callable, initargs: tuple) -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the engine processes the worker starts
+    initializer(*initargs)
 
 
 def in_order(pool: ProcessPoolExecutor, work: Callable, items: Iterable[Item],

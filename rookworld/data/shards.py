@@ -132,9 +132,8 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
                  engine_kwargs: dict, seen: set[str], done: dict, deadline: float | None) -> dict:
     first_game = done["shards"] * games_per_shard
     started = time.perf_counter() - done["wall_seconds"]
-    bar = tqdm(total=target, initial=done["positions"], unit="pos", desc="self-play positions", smoothing=0.05,
-               dynamic_ncols=True)
-    with engine_pool(workers, _start_worker, (engine_kwargs, seed, settings)) as pool:
+    with tqdm(total=target, initial=done["positions"], unit="pos", desc="self-play positions", smoothing=0.05,
+              dynamic_ncols=True) as bar, engine_pool(workers, _start_worker, (engine_kwargs, seed, settings)) as pool:
         rows: dict[str, list[dict]] = {split: [] for split in SPLITS_BY_GAME}
         for game, (records, analysed, engine_seconds) in in_order(pool, _play, count(first_game), WINDOW_PER_WORKER * workers):
             for record in records:
@@ -151,7 +150,6 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
                 if done["positions"] >= target or (deadline is not None and time.monotonic() > deadline):
                     pool.shutdown(wait=True, cancel_futures=True)
                     break
-    bar.close()
     return done
 
 
