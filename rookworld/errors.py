@@ -3,7 +3,7 @@ prints `rookworld: error: <one line>`, writes it to the run folder's log and exi
 SIGTERM / SIGINT (rookworld.interrupts) print `rookworld: stopped by SIGTERM` and exit with 128 + the
 signal (143 / 130) once the run has closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
 instead: the sweeper records a user error as the trial's failure, and a sweep worker ends on a
-signal (rookworld/sweep/run_worker.py)."""
+signal (rookworld/sweep/running/run_worker.py)."""
 from __future__ import annotations
 
 import logging

@@ -23,7 +23,7 @@ from typing import Any, Iterator
 import optuna
 import pytest
 
-from rookworld.sweep.storage_url import default_timeouts
+from rookworld.sweep.storage.storage_url import default_timeouts
 
 REPO = Path(__file__).resolve().parents[1]
 PG_BINS = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), key=lambda p: int(p.parts[-3]))  # apt's layout
@@ -68,7 +68,7 @@ def three_sweeps(directory: Path, *overrides: str, **env: str) -> Launches:
 
 
 def load_study(url: str, name: str = "smoke") -> optuna.Study:
-    from rookworld.sweep.study import open_storage
+    from rookworld.sweep.storage.study import open_storage
 
     return optuna.load_study(study_name=name, storage=open_storage(url, "/", default_timeouts()))
 

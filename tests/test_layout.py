@@ -350,12 +350,12 @@ def test_nothing_outside_the_sweep_imports_it():
 
 def test_the_driver_check_sees_a_planted_import(tmp_path):
     planted = tmp_path / "components.py"
-    planted.write_text("def build_hooks(cfg):\n    from rookworld.sweep.pruning import OptunaPruningHook\n")
-    modules = {"rookworld.components": planted, "rookworld.sweep.pruning": tmp_path / "pruning.py",
-               "rookworld.sweep.study": tmp_path / "study.py", "rookworld.config": tmp_path / "config.py"}
+    planted.write_text("def build_hooks(cfg):\n    from rookworld.sweep.job.pruning import OptunaPruningHook\n")
+    modules = {"rookworld.components": planted, "rookworld.sweep.job.pruning": tmp_path / "pruning.py",
+               "rookworld.sweep.storage.study": tmp_path / "study.py", "rookworld.config": tmp_path / "config.py"}
     graph = {"rookworld.components": imported_modules("rookworld.components", planted, modules),
-             "rookworld.sweep.pruning": {"rookworld.sweep.study", "rookworld.config"}}
-    assert driver_violations(graph) == ["rookworld.components imports rookworld.sweep.pruning: name what the sweep "
+             "rookworld.sweep.job.pruning": {"rookworld.sweep.storage.study", "rookworld.config"}}
+    assert driver_violations(graph) == ["rookworld.components imports rookworld.sweep.job.pruning: name what the sweep "
                                         "adds to a run by a config _target_ (rookworld/hooks.py)"]
 
 

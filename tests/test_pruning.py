@@ -7,7 +7,7 @@ from pathlib import Path
 
 import optuna
 
-from rookworld.sweep.storage_url import default_timeouts
+from rookworld.sweep.storage.storage_url import default_timeouts
 import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
@@ -16,10 +16,10 @@ from rookworld.config import ConfigError, compose
 from rookworld.hooks import build_step_hooks, run_link
 from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult
-from rookworld.sweep.pruning import OptunaPruningHook
-from rookworld.sweep.study import OUTCOME_ATTR
-from rookworld.sweep.study import open_storage
-from rookworld.sweep.summary import RUNS, SweepSummary, TrialRow, study_row, summarise_study, summary_markdown
+from rookworld.sweep.job.pruning import OptunaPruningHook
+from rookworld.sweep.storage.study import OUTCOME_ATTR
+from rookworld.sweep.storage.study import open_storage
+from rookworld.sweep.report.summary import RUNS, SweepSummary, TrialRow, study_row, summarise_study, summary_markdown
 from rookworld.train import run
 from train_helpers import tiny_config
 
@@ -142,7 +142,7 @@ def test_a_study_where_every_trial_diverges_names_no_best_trial(tmp_path):
 def test_the_wilcoxon_config_builds_its_pruner():
     from hydra import compose, initialize_config_dir
 
-    from rookworld.sweep.pruning import build_pruner
+    from rookworld.sweep.job.pruning import build_pruner
     from train_helpers import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR):

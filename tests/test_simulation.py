@@ -12,7 +12,7 @@ import pytest
 from scipy import stats
 
 from rookworld.config import compose
-from rookworld.sweep.paired import one_sided_p
+from rookworld.sweep.staged.paired import one_sided_p
 from rookworld.sweep.simulation import MEASURED, Regime, false_winner_rate, power, signed_rank_rejects
 
 SWEEPS = 1000

@@ -103,7 +103,7 @@ def stages_with(key: str, value) -> dict:
     ("confirm.test", "z", "expected one of wilcoxon, t"),
 ])
 def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> None:
-    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.staged.stage_settings import StageSettings
 
     with pytest.raises(ConfigError) as error:
         StageSettings.parse(stages_with(key, value))
@@ -111,8 +111,8 @@ def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> 
 
 
 def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
-    from rookworld.sweep.settings import SweepSettings
-    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.running.settings import SweepSettings
+    from rookworld.sweep.staged.stage_settings import StageSettings
 
     with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.stages\.race=\['rounds'\]: unknown key"):
         StageSettings.parse(stages_with("race", {**STAGES["race"], "rounds": 3}))
@@ -152,9 +152,9 @@ def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrid
 def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
     import optuna
 
-    from rookworld.sweep.study import OBJECTIVE_SE_ATTR, OUTCOME_ATTR
-    from rookworld.sweep.stages import CONFIG_ATTR, SCORES_ATTR
-    from rookworld.sweep.summary import summarise_study, summary_markdown
+    from rookworld.sweep.storage.study import OBJECTIVE_SE_ATTR, OUTCOME_ATTR
+    from rookworld.sweep.staged.stages import CONFIG_ATTR, SCORES_ATTR
+    from rookworld.sweep.report.summary import summarise_study, summary_markdown
 
     def best_line(attrs: dict) -> str:
         study = optuna.create_study(direction="maximize")
@@ -182,7 +182,7 @@ def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid()
     from omegaconf import OmegaConf
 
     from rookworld.resume_check import differences
-    from rookworld.sweep.stage_settings import StageSettings
+    from rookworld.sweep.staged.stage_settings import StageSettings
     from train_helpers import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR):
@@ -203,9 +203,9 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     again on the same study enqueues nothing more (several workers, a resumed sweep)."""
     import optuna
 
-    from rookworld.sweep.stage_settings import StageSettings
-    from rookworld.sweep.stages import (BASELINE, SCORES_ATTR, Item, StageView, due)
-    from rookworld.sweep.study import OUTCOME_ATTR
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import (BASELINE, SCORES_ATTR, Item, StageView, due)
+    from rookworld.sweep.storage.study import OUTCOME_ATTR
 
     node = stages_with("race", {**STAGES["race"], "max_seeds": 4, "min_seeds": 3, "test": "t", "ahead": 1})
     node["confirm"] = {**STAGES["confirm"], "seeds": 3, "test": "t"}
@@ -259,8 +259,8 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     time while nothing waits (retries first); before that, nothing but the baseline's search trial."""
     import optuna
 
-    from rookworld.sweep.stage_settings import StageSettings
-    from rookworld.sweep.stages import BASELINE, Item, StageView, due
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import BASELINE, Item, StageView, due
 
     settings = StageSettings.parse({**stages_with("baseline_ahead", True)}).with_horizon(2)
     study = optuna.create_study(direction="maximize")
@@ -292,10 +292,10 @@ def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_
     report's config comparison is the winner's."""
     import optuna
 
-    from rookworld.sweep.stage_report import compared_config
-    from rookworld.sweep.stage_settings import StageSettings
-    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView, due
-    from rookworld.sweep.study import OUTCOME_ATTR
+    from rookworld.sweep.staged.stage_report import compared_config
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
+    from rookworld.sweep.storage.study import OUTCOME_ATTR
 
     node = stages_with("race", {**STAGES["race"], "max_seeds": 2})  # Wilcoxon on 2 seeds drops nobody
     node["confirm"] = {**STAGES["confirm"], "seeds": 4, "finalists": 2, "test": "t"}
@@ -333,10 +333,10 @@ def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_confi
     of their rung-2 order, so the search-seed fidelity is -1.00 over 4 configurations, before any race."""
     import optuna
 
-    from rookworld.sweep.stage_report import stage_report
-    from rookworld.sweep.stage_settings import StageSettings
-    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView
-    from rookworld.sweep.study import OUTCOME_ATTR
+    from rookworld.sweep.staged.stage_report import stage_report
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView
+    from rookworld.sweep.storage.study import OUTCOME_ATTR
 
     settings = StageSettings.parse(stages_with("rungs", [1, 2])).with_horizon(2)
     study = optuna.create_study(direction="maximize")
@@ -357,9 +357,9 @@ def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_confi
 def test_a_one_seed_race_or_confirmation_run_is_never_named_best() -> None:
     import optuna
 
-    from rookworld.sweep.stages import Item
-    from rookworld.sweep.study import OUTCOME_ATTR
-    from rookworld.sweep.summary import summarise_study
+    from rookworld.sweep.staged.stages import Item
+    from rookworld.sweep.storage.study import OUTCOME_ATTR
+    from rookworld.sweep.report.summary import summarise_study
 
     study = optuna.create_study(direction="maximize")
     for stage, value in (("search", 0.5), ("race", 0.9), ("confirm", 0.8)):
@@ -380,9 +380,9 @@ def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_t
     ends with the penalty as its objective (it did not raise: on the GPU such trials once crashed their worker)."""
     from hydra.core.utils import JobReturn, JobStatus
 
-    from rookworld.sweep.rungs import ItemRun
-    from rookworld.sweep.stage_settings import StageSettings
-    from rookworld.sweep.stages import SEARCH, Item
+    from rookworld.sweep.staged.rungs import ItemRun
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import SEARCH, Item
 
     settings = StageSettings.parse(stages_with("rungs", [2, 4])).with_horizon(4)
     item = Item(stage=SEARCH, config="7", overrides=(), seeds=(0,))
@@ -410,10 +410,10 @@ def halving_run(tmp_path: Path, kill: bool) -> list[tuple[str, int, bool]]:
     decisions: (configuration, rung, goes on)."""
     import optuna
 
-    from rookworld.sweep.clock import StorageClock
-    from rookworld.sweep.stages import Item, halving_report
-    from rookworld.sweep.storage_url import default_timeouts
-    from rookworld.sweep.study import open_storage, resolve_stale_trials
+    from rookworld.sweep.storage.clock import StorageClock
+    from rookworld.sweep.staged.stages import Item, halving_report
+    from rookworld.sweep.storage.storage_url import default_timeouts
+    from rookworld.sweep.storage.study import open_storage, resolve_stale_trials
 
     url = f"journal:{tmp_path / 'halving.journal'}"
     storage = open_storage(url, str(tmp_path), default_timeouts())
@@ -455,7 +455,7 @@ def test_a_kill_between_a_promotion_and_the_next_rung_changes_no_halving_decisio
     """Successive halving survives kills: a retry carries the rungs its configuration was already judged at and is
     not judged again (b stays promoted although c, d and e outscored it meanwhile), and the killed trial's values
     leave the pool (one value per configuration: b's rung-1 mean counts once)."""
-    from rookworld.sweep.stages import halving_pool
+    from rookworld.sweep.staged.stages import halving_pool
 
     unkilled = halving_run(tmp_path / "unkilled", kill=False)
     killed = halving_run(tmp_path / "killed", kill=True)
@@ -464,8 +464,8 @@ def test_a_kill_between_a_promotion_and_the_next_rung_changes_no_halving_decisio
     assert killed.count(("b", 1, True)) == 2  # the original's decision, and its retry's (carried, not judged again)
     import optuna
 
-    from rookworld.sweep.storage_url import default_timeouts
-    from rookworld.sweep.study import open_storage
+    from rookworld.sweep.storage.storage_url import default_timeouts
+    from rookworld.sweep.storage.study import open_storage
 
     storage = open_storage(f"journal:{tmp_path / 'killed' / 'halving.journal'}", str(tmp_path), default_timeouts())
     study = optuna.load_study(study_name="halving", storage=storage)
@@ -478,10 +478,10 @@ def test_a_race_run_that_raises_is_never_a_score_it_runs_again_and_twice_leaves_
     would have manufactured a winner); the report lists the crashes on their own line."""
     import optuna
 
-    from rookworld.sweep.stage_report import stage_report
-    from rookworld.sweep.stage_settings import StageSettings
-    from rookworld.sweep.stages import BASELINE, SCORES_ATTR, Item, StageView, due
-    from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR
+    from rookworld.sweep.staged.stage_report import stage_report
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
+    from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR
 
     settings = StageSettings.parse(stages_with("race", {**STAGES["race"], "min_seeds": 3})).with_horizon(2)
     study = optuna.create_study(direction="maximize")

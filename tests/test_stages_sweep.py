@@ -18,8 +18,8 @@ import optuna
 import pytest
 from optuna.trial import TrialState
 
-from rookworld.sweep.stages import BASELINE, CONFIG_ATTR, SCORES_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR, Item
-from rookworld.sweep.study import RETRY_OF_ATTR, is_stale_failure
+from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, SCORES_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR, Item
+from rookworld.sweep.storage.study import RETRY_OF_ATTR, is_stale_failure
 from sweep_helpers import REPO, load_study, mlflow_runs, subprocess_env, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("stages_sweep")]  # one killed and resumed sweep of ~25 runs: 94-160 s on the shared 2-core machine (load 3-5)

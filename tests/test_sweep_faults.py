@@ -33,11 +33,11 @@ from sweep_helpers import (
     with_password,
 )
 
-from rookworld.sweep.clock import StorageClock
-from rookworld.sweep.journal import SafeJournalBackend
-from rookworld.sweep.lock import StorageFault, storage_lock
-from rookworld.sweep.storage_url import DbTimeouts, default_timeouts, masked, redacted
-from rookworld.sweep.study import (
+from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.storage.journal import SafeJournalBackend
+from rookworld.sweep.storage.lock import StorageFault, storage_lock
+from rookworld.sweep.storage.storage_url import DbTimeouts, default_timeouts, masked, redacted
+from rookworld.sweep.storage.study import (
     OWNER_ATTR,
     RETRY_OF_ATTR,
     STALE_ATTR,
@@ -212,7 +212,7 @@ def timeouts(**changes: float) -> DbTimeouts:
 
 def test_a_server_that_never_answers_fails_within_the_connect_timeout(silent_server: int) -> None:
     pytest.importorskip("psycopg2", reason="the PostgreSQL driver: pip install 'rookworld[postgresql]'")
-    from rookworld.sweep.study import STORAGE_ERRORS
+    from rookworld.sweep.storage.study import STORAGE_ERRORS
 
     started = time.monotonic()
     with pytest.raises(STORAGE_ERRORS, match="timeout expired"):
@@ -257,8 +257,8 @@ def test_a_lock_wait_past_its_timeout_is_one_line(postgres_url: str) -> None:
 
 HOLD_AND_FREEZE = """
 import os, signal, sys
-from rookworld.sweep.lock import storage_lock
-from rookworld.sweep.storage_url import DbTimeouts
+from rookworld.sweep.storage.lock import storage_lock
+from rookworld.sweep.storage.storage_url import DbTimeouts
 with storage_lock(sys.argv[1], "/", "study:frozen", DbTimeouts(2, 30, 30, float(sys.argv[2]))):
     print("held", flush=True)
     os.kill(os.getpid(), signal.SIGSTOP)  # a node that freezes while it holds the study's lock
@@ -287,9 +287,9 @@ def test_a_frozen_lock_holder_loses_the_lock_after_its_lease(postgres_url: str) 
 SKEWED_WORKER = """
 import sys, time
 import optuna
-from rookworld.sweep.clock import StorageClock
-from rookworld.sweep.storage_url import default_timeouts
-from rookworld.sweep.study import Heartbeat, open_storage
+from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.storage.storage_url import default_timeouts
+from rookworld.sweep.storage.study import Heartbeat, open_storage
 real = time.time
 time.time = lambda: real() - 600  # this host's wall clock is ten minutes behind
 url, base = sys.argv[1], sys.argv[2]
@@ -369,7 +369,7 @@ def test_the_heartbeat_thread_reports_a_storage_failure_in_one_line(tmp_path: Pa
 def test_two_spellings_of_one_tracking_store_give_one_parent(tmp_path: Path) -> None:
     from hydra import compose, initialize_config_dir
 
-    from rookworld.sweep.mlflow_parent import study_parent_run
+    from rookworld.sweep.report.mlflow_parent import study_parent_run
     from rookworld.tracking import TrackingSettings, open_store
 
     (tmp_path / "link").symlink_to(tmp_path)
@@ -391,7 +391,7 @@ def test_a_tracking_server_named_127_0_0_1_and_localhost_gives_one_parent(tmp_pa
     from hydra import compose, initialize_config_dir
     from test_tracking import mlflow_server
 
-    from rookworld.sweep.mlflow_parent import study_parent_run
+    from rookworld.sweep.report.mlflow_parent import study_parent_run
     from rookworld.tracking import TrackingSettings, open_store
 
     study = optuna.create_study(study_name="s", storage=open_storage(f"journal:{tmp_path / 's.journal'}",
@@ -449,7 +449,7 @@ def daemon_pid(pipe_dir: str) -> int:
 
 
 def test_mps_starts_only_for_a_shared_gpu_and_stops_at_the_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rookworld.sweep.mps import MpsDaemon
+    from rookworld.sweep.running.mps import MpsDaemon
 
     fake_mps_env(monkeypatch)
     assert MpsDaemon.for_workers("auto", ["0", "1"], tmp_path) is None  # one worker per GPU: nothing to share
@@ -466,7 +466,7 @@ def test_mps_starts_only_for_a_shared_gpu_and_stops_at_the_end(tmp_path: Path, m
 
 def test_trial_mps_must_be_auto_on_or_off() -> None:
     from rookworld.config import ConfigError
-    from rookworld.sweep.mps import mps_mode
+    from rookworld.sweep.running.mps import mps_mode
 
     assert [mps_mode(m) for m in ("auto", "on", "off")] == ["auto", "on", "off"]
     with pytest.raises(ConfigError, match="trial.mps='yes': expected auto, on or off"):
@@ -475,7 +475,7 @@ def test_trial_mps_must_be_auto_on_or_off() -> None:
 
 def test_mps_unavailable_is_a_one_line_notice_under_auto_and_an_error_under_on(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
-    from rookworld.sweep.mps import MpsDaemon, MpsUnavailable
+    from rookworld.sweep.running.mps import MpsDaemon, MpsUnavailable
 
     fake_mps_env(monkeypatch, fail=True)
     assert MpsDaemon.for_workers("auto", ["0", "0"], tmp_path) is None
@@ -505,7 +505,7 @@ def test_a_sweep_with_mps_on_where_it_is_unavailable_is_one_line_and_leaves_noth
 KILLED_LAUNCH = """
 import os, signal, sys
 from pathlib import Path
-from rookworld.sweep.mps import MpsDaemon
+from rookworld.sweep.running.mps import MpsDaemon
 daemon = MpsDaemon.for_workers("on", ["0", "0"], Path(sys.argv[1]))
 print(daemon.pipe_dir, (Path(daemon.pipe_dir) / "control.pid").read_text().strip(), flush=True)
 os.kill(os.getpid(), signal.SIGKILL)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import optuna
 
-from rookworld.sweep.storage_url import default_timeouts
+from rookworld.sweep.storage.storage_url import default_timeouts
 import pytest
 from optuna.trial import TrialState
 from sweep_helpers import (
@@ -34,7 +34,7 @@ from sweep_helpers import (
     with_password,
 )
 
-from rookworld.sweep.study import FAIL_REASON_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
+from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
 
 JOURNAL = "journal:outputs/optuna/smoke.journal"

@@ -20,14 +20,14 @@ from optuna.trial import TrialState
 
 import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from rookworld.config import ConfigError
-from rookworld.sweep.gpus import worker_gpus
-from rookworld.sweep.clock import StorageClock
-from rookworld.sweep.host import host_id
-from rookworld.sweep.pruning import OptunaPruningHook, build_pruner
-from rookworld.sweep.storage_url import default_timeouts
-from rookworld.sweep.stages import RACE, SEARCH
-from rookworld.sweep.summary import RUNS, STUDY, SweepSummary, TrialRow, summary_dict, summary_markdown
-from rookworld.sweep.study import (
+from rookworld.sweep.running.gpus import worker_gpus
+from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.running.host import host_id
+from rookworld.sweep.job.pruning import OptunaPruningHook, build_pruner
+from rookworld.sweep.storage.storage_url import default_timeouts
+from rookworld.sweep.staged.stages import RACE, SEARCH
+from rookworld.sweep.report.summary import RUNS, STUDY, SweepSummary, TrialRow, summary_dict, summary_markdown
+from rookworld.sweep.storage.study import (
     FAIL_REASON_ATTR,
     OWNER_ATTR,
     RETRY_OF_ATTR,
@@ -245,7 +245,7 @@ def test_heartbeat_stamps_running_trials_until_they_finish(tmp_path: Path) -> No
 
 
 def test_a_missing_database_driver_is_named(tmp_path: Path) -> None:
-    from rookworld.sweep.study import MissingDriverError, open_storage
+    from rookworld.sweep.storage.study import MissingDriverError, open_storage
 
     with pytest.raises(MissingDriverError, match=r"the database driver module 'psycopg' is not installed"):
         open_storage("postgresql+psycopg://u@127.0.0.1:1/optuna", str(tmp_path), default_timeouts())
@@ -279,7 +279,7 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     ({"connect_timeout_s": "soon"}, "hydra.sweeper.connect_timeout_s='soon': must be a number > 0"),
 ])
 def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> None:
-    from rookworld.sweep.settings import SweepSettings
+    from rookworld.sweep.running.settings import SweepSettings
 
     with pytest.raises(ConfigError) as error:
         SweepSettings.parse(sweeper_args(**change))
@@ -287,7 +287,7 @@ def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> N
 
 
 def test_search_space_probes_touch_every_choice_and_both_ends() -> None:
-    from rookworld.sweep.space import SearchSpace
+    from rookworld.sweep.running.space import SearchSpace
 
     space = SearchSpace.parse({"optimizer.lr": "tag(log, interval(1e-6, 1e-4))", "task_mix": "choice(a, b, c)"},
                               ["sweeps=smoke", "steps=2"])
@@ -355,7 +355,7 @@ def test_both_sources_share_one_row_model_and_one_dict_shape() -> None:
 
 
 def test_log_swept_parameters_get_log_axes() -> None:
-    from rookworld.sweep.plots import outcome_vs_params_figure
+    from rookworld.sweep.report.plots import outcome_vs_params_figure
 
     runs = tuple(run_row(i, "success", 0.1 * i, **{"optimizer.lr": str(lr), "kl.coef": str(c)})
                  for i, (lr, c) in enumerate([(1e-6, 0.1), (1e-5, 0.2), (1e-4, 0.3)]))
@@ -382,7 +382,7 @@ def test_plots_keep_the_running_best_label_whole_steps_distinct_curves_and_clean
     from matplotlib.ticker import NullFormatter
     from mlflow import MlflowClient
 
-    from rookworld.sweep.plots import optimisation_history_figure, outcome_vs_params_figure, reward_curves_figure
+    from rookworld.sweep.report.plots import optimisation_history_figure, outcome_vs_params_figure, reward_curves_figure
 
     client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
     experiment = client.create_experiment("plots")
@@ -435,7 +435,7 @@ def test_the_summary_says_when_the_best_is_worse_than_the_untrained_model_or_the
     (objective - change/eval_score); the smoke sweep's best once fell below it and nothing said so."""
     from mlflow import MlflowClient
 
-    from rookworld.sweep.summary import summarise_children
+    from rookworld.sweep.report.summary import summarise_children
     from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, TRIAL_TAG
 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
@@ -465,7 +465,7 @@ def test_the_sweep_table_shows_the_chess_skill_each_run_logged(tmp_path: Path) -
     next state stand beside the objective, for the metrics the runs logged (none: no such columns)."""
     from mlflow import MlflowClient
 
-    from rookworld.sweep.summary import summarise_children
+    from rookworld.sweep.report.summary import summarise_children
     from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, TRIAL_TAG
 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")

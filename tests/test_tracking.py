@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from rookworld.sweep.context import PARENT_RUN_FILE
+from rookworld.sweep.job.context import PARENT_RUN_FILE
 from rookworld.tracking import (
     OUTCOME_TAG,
     PARENT_TAG,
@@ -286,7 +286,7 @@ lr: 0.1
 def test_multirun_children_attach_to_one_parent_with_a_summary(tmp_path: Path) -> None:
     from mlflow import MlflowClient
 
-    from rookworld.sweep.summary import summarise_children
+    from rookworld.sweep.report.summary import summarise_children
 
     (tmp_path / "app.py").write_text(APP)
     (tmp_path / "conf").mkdir()

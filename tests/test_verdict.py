@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rookworld.sweep.verdict import confirm
+from rookworld.sweep.staged.verdict import confirm
 from seed_simulation import SimulatedSeeds
 
 FRESH_SEEDS = range(1000, 1010)  # ten seeds no earlier stage used

@@ -1,4 +1,4 @@
-"""The evaluation-size noise table of docs/sweeps.md (rookworld.sweep.eval_noise), from the per-problem scores
+"""The evaluation-size noise table of docs/sweeps.md (rookworld.sweep.staged.eval_noise), from the per-problem scores
 that tools/noise_table_device.sh writes (scores_s<seed>_step<step>.json, `python -m rookworld.bench.eval_time
 --scores`: each seed's model evaluated on the first 1,500 P: + 1,500 A: validation problems):
     python tools/noise_table.py docs/runs/noise_table --sizes 64 128 256 512 1024 1500
@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 import re
 
-from rookworld.sweep.eval_noise import noise_table, smallest_size
+from rookworld.sweep.staged.eval_noise import noise_table, smallest_size
 
 
 def read(folder: Path) -> dict[int, tuple[list[str], dict[int, list[float]]]]:

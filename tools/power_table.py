@@ -1,4 +1,4 @@
-"""The paired seeds a difference needs (rookworld.sweep.sample_size), as the markdown table of
+"""The paired seeds a difference needs (rookworld.sweep.staged.sample_size), as the markdown table of
 docs/sweeps.md:
     python tools/power_table.py --sd 0.007 0.010 --alpha 0.05 --test wilcoxon
     python tools/power_table.py --sd 0.007 0.010 --alpha 0.01 --test wilcoxon"""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from rookworld.sweep.paired import TESTS
-from rookworld.sweep.sample_size import power_table
+from rookworld.sweep.staged.paired import TESTS
+from rookworld.sweep.staged.sample_size import power_table
 
 
 def main() -> None:

@@ -22,7 +22,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from rookworld.outcomes import SUCCESS
-from rookworld.sweep.study import OUTCOME_ATTR, open_study
+from rookworld.sweep.storage.study import OUTCOME_ATTR, open_study
 
 
 def successful_trials(study) -> list:

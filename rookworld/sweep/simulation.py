@@ -1,6 +1,6 @@
 """Simulated staged sweeps: how often the verdict names a false winner, and how often it finds a true one.
 
-A staged sweep (rookworld/sweep/stages.py) in a model of its scores: every configuration's score on a seed is
+A staged sweep (rookworld/sweep/staged/stages.py) in a model of its scores: every configuration's score on a seed is
 its true mean plus a training-seed term and a position term (the configuration's fit to the positions that
 scored the run), independent between configurations. On a paired difference the seed term has standard
 deviation `seed_sd` and the position term `position_sd` (the measured regime: 0.003 and 0.001 at the run's
@@ -11,7 +11,7 @@ where each seed draws its own block (eval.draw=blocks) it is drawn afresh per se
 The sweep: `configs` sampled configurations and the baseline on the search seeds (validation), the `race_top`
 best search means and the baseline on the race seeds (the search's among them), the best race mean (the
 baseline aside) against the baseline on fresh seeds on the test positions, one-sided signed-rank test at
-`alpha` (the exact test's critical value: the same decision as rookworld.sweep.paired.one_sided_p <= alpha on
+`alpha` (the exact test's critical value: the same decision as rookworld.sweep.staged.paired.one_sided_p <= alpha on
 differences without ties). A winner is named when the test rejects and the mean difference is positive. The
 race's drops are left out: they only remove configurations, and the confirmation alone names the winner.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from rookworld.sweep.paired import signed_rank_critical_value
+from rookworld.sweep.staged.paired import signed_rank_critical_value
 
 
 @dataclass(frozen=True)

@@ -28,12 +28,12 @@ from omegaconf import DictConfig, OmegaConf
 
 from rookworld.composition import describe
 from rookworld.config import ConfigError, compose
-from rookworld.sweep.stage_report import study_stage_report
-from rookworld.sweep.stage_settings import StageSettings
+from rookworld.sweep.staged.stage_report import study_stage_report
+from rookworld.sweep.staged.stage_settings import StageSettings
 
-from rookworld.sweep.storage_url import storage_file
-from rookworld.sweep.study import default_storage, open_study
-from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_dict, summary_markdown
+from rookworld.sweep.storage.storage_url import storage_file
+from rookworld.sweep.storage.study import default_storage, open_study
+from rookworld.sweep.report.summary import fetch_study_runs, summarise_study, summary_dict, summary_markdown
 from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment
 
 def parse_args(argv: list[str] | None, tracking: DictConfig) -> argparse.Namespace:
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             markdown, checks = stage_report_of(study, overrides)
             print(markdown)
             if args.fidelity_plot and checks:
-                from rookworld.sweep.plots import fidelity_figure
+                from rookworld.sweep.report.plots import fidelity_figure
 
                 fidelity_figure(checks).savefig(args.fidelity_plot)
                 print(f"fidelity plot: {args.fidelity_plot}")

@@ -4,18 +4,18 @@
 sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry point in pyproject.toml.
 `python -m rookworld.train -m sweeps=NAME` then:
 
-1. **validates** every knob before anything starts (rookworld/sweep/settings.py): the sweeper's
+1. **validates** every knob before anything starts (rookworld/sweep/running/settings.py): the sweeper's
    keys, the search space, the sampler, and the trial config itself: it composes a trial's config
    for values touching every choice and both ends of every range, checks that command-line values
    keep the type of their defaults (`steps=abc`), and runs `hydra.sweeper.validate` on it
    (rookworld.config.validate). Then it opens the storage and creates this launch's folder. A bad
    value exits 2 with one line `rookworld: error: key=value: rule`, leaving nothing behind;
-2. **joins the study**, under the study's lock (rookworld/sweep/lock.py): creates it or loads it,
+2. **joins the study**, under the study's lock (rookworld/sweep/storage/lock.py): creates it or loads it,
    numbers this launch (worker seeds), fails stale trials of dead workers, and gets the study's one
-   MLflow parent run (rookworld/sweep/mlflow_parent.py);
-3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.run_worker`
-   (rookworld/sweep/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/gpus.py), with CUDA MPS
-   when workers share a GPU (rookworld/sweep/mps.py), each asking, running and telling trials until the
+   MLflow parent run (rookworld/sweep/report/mlflow_parent.py);
+3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.running.run_worker`
+   (rookworld/sweep/running/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/running/gpus.py), with CUDA MPS
+   when workers share a GPU (rookworld/sweep/running/mps.py), each asking, running and telling trials until the
    study holds `n_trials`; they die with this process. A worker that dies is noticed at once: its trial
    is failed and re-queued and a new worker takes its slot (`max_worker_restarts`);
 4. **ends the study** when it is finished (no trial running anywhere): prints the summary and logs
@@ -64,8 +64,8 @@ class RookworldOptunaSweeper(Sweeper):
         from sqlalchemy.exc import SQLAlchemyError
 
         from rookworld.interrupts import Interrupted, interrupts_unmasked, raise_on_signals
-        from rookworld.sweep.launch import Launch, UserError
-        from rookworld.sweep.lock import StorageFault
+        from rookworld.sweep.running.launch import Launch, UserError
+        from rookworld.sweep.storage.lock import StorageFault
 
         raise_on_signals()
         try:
@@ -77,7 +77,7 @@ class RookworldOptunaSweeper(Sweeper):
             print(f"rookworld: error: {error}", file=sys.stderr, flush=True)
             sys.exit(2)
         except (StorageFault, SQLAlchemyError) as error:  # a full disk, a timeout, a lost database server
-            from rookworld.sweep.storage_url import redacted
+            from rookworld.sweep.storage.storage_url import redacted
             from rookworld.tracking import one_line
 
             text = str(error) if isinstance(error, StorageFault) else one_line(error)

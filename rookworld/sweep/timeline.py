@@ -1,7 +1,7 @@
 """`python -m rookworld.sweep.timeline LAUNCH_DIR...`: trials per hour and idle GPU-slot time of sweep launches.
 
 Each worker logs `ready`, each trial's `start` and `end`, and `done` with wall-clock times in
-`<launch dir>/.sweep/worker_<k>.jsonl` (rookworld/sweep/worker.py); the launch's start time is in
+`<launch dir>/.sweep/worker_<k>.jsonl` (rookworld/sweep/running/worker.py); the launch's start time is in
 `.sweep/launch.json`. For each launch:
 
 - trials/h: finished trials / (last trial's end - launch start);

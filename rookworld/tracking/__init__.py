@@ -6,7 +6,7 @@
     params.py    params flattened from a config, key and value formatting, git state
     settings.py  TrackingSettings from conf/tracking, URI resolution, TrackingError
 
-Tracking knows nothing of sweeps: a sweep trial passes its placement (rookworld.sweep.context).
+Tracking knows nothing of sweeps: a sweep trial passes its placement (rookworld.sweep.job.context).
 """
 from rookworld.tracking.params import (MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_LENGTH, flatten_config, git_state,
                                        one_line, overrides_tag, sanitize_key, table_columns, truncate_params)

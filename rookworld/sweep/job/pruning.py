@@ -45,8 +45,8 @@ from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
-from rookworld.sweep.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
-from rookworld.sweep.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, parse_timeouts
+from rookworld.sweep.storage.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
+from rookworld.sweep.storage.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, parse_timeouts
 from rookworld.tracking import hydra_base_dir
 
 if TYPE_CHECKING:

@@ -9,7 +9,7 @@ The launch starts a private MPS control daemon (`nvidia-cuda-mps-control -d`) wi
 folder (a short path under the temp folder: the pipe is a Unix socket) and log folder
 (`<launch>/.sweep/mps_log`), and gives its workers CUDA_MPS_PIPE_DIRECTORY and
 CUDA_MPS_LOG_DIRECTORY. The daemon starts without CUDA_VISIBLE_DEVICES, so that it sees every GPU
-and a worker's CUDA_VISIBLE_DEVICES (its GPU's id) names the same GPU under it. A keeper process (`python -m rookworld.sweep.mps_keeper PIPE LOG PID`) stops the
+and a worker's CUDA_VISIBLE_DEVICES (its GPU's id) names the same GPU under it. A keeper process (`python -m rookworld.sweep.running.mps_keeper PIPE LOG PID`) stops the
 daemon (`quit`) and removes the pipe folder when the launch ends, however it ends: the launch stops
 the keeper at its end, and the kernel signals the keeper when the launch dies (PR_SET_PDEATHSIG),
 even by SIGKILL.
@@ -98,7 +98,7 @@ class MpsDaemon:
             shutil.rmtree(pipe_dir, ignore_errors=True)
             reason = " ".join((answer.stderr or answer.stdout).split()) or f"exit code {answer.returncode}"
             raise MpsUnavailable(f"{CONTROL}: {reason}")
-        keeper = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.mps_keeper", pipe_dir, str(log_dir),
+        keeper = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.running.mps_keeper", pipe_dir, str(log_dir),
                                    str(os.getpid())], stdout=subprocess.PIPE)
         assert keeper.stdout is not None
         if keeper.stdout.readline() != KEEPER_READY:  # it died before it could stop the daemon

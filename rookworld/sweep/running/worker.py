@@ -1,11 +1,11 @@
 """A sweep worker: one long-lived process that runs trials of a shared Optuna study until it is done.
 
-The sweeper (rookworld/sweep/sweeper.py) starts `python -m rookworld.sweep.run_worker SPEC INDEX` once
+The sweeper (rookworld/sweep/sweeper.py) starts `python -m rookworld.sweep.running.run_worker SPEC INDEX` once
 per GPU slot, with CUDA_VISIBLE_DEVICES already set. SPEC is the sweep, pickled by the sweeper:
 Hydra's context, the sweep's config, where the task function lives (imported again here: a module,
 or the script's file), the settings and the search space. The worker loops:
 
-1. **ask**, under the study's lock (rookworld/sweep/lock.py): fail stale RUNNING trials (their
+1. **ask**, under the study's lock (rookworld/sweep/storage/lock.py): fail stale RUNNING trials (their
    worker died) and re-queue them; stop if the study already holds `n_trials` trials (finished or
    running, stale failures not counted: `n_trials` is the study's total over every worker and
    machine), or if the share of failed trials exceeds `max_failure_rate`; else ask the study for a
@@ -47,16 +47,16 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 from optuna.trial import TrialState
 
-from rookworld.sweep.clock import StorageClock
-from rookworld.sweep.lock import storage_lock
-from rookworld.sweep.rungs import ItemResult, ItemRun
-from rookworld.sweep.settings import SweepSettings
-from rookworld.sweep.space import SearchSpace, make_sampler
-from rookworld.sweep.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView,
+from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.storage.lock import storage_lock
+from rookworld.sweep.staged.rungs import ItemResult, ItemRun
+from rookworld.sweep.running.settings import SweepSettings
+from rookworld.sweep.running.space import SearchSpace, make_sampler
+from rookworld.sweep.staged.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView,
                                     due, halving_report, is_search)
-from rookworld.sweep.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
+from rookworld.sweep.storage.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
                                    resolve_stale_trials, trial_id)
-from rookworld.sweep.summary import OBJECTIVE_SE_METRIC
+from rookworld.sweep.report.summary import OBJECTIVE_SE_METRIC
 from rookworld.tracking import absolute_path, one_line
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class Worker:
                 trial = self.ask_staged()
         return trial
 
-    # ---------------------------------------------------------------- a staged sweep (rookworld/sweep/stages.py)
+    # ---------------------------------------------------------------- a staged sweep (rookworld/sweep/staged/stages.py)
 
     def enqueue_due(self, trials: list[Any]) -> list[Any]:
         """Under the lock: enqueue the runs the stages need next, store the verdict once it is in; the trials."""
@@ -241,7 +241,7 @@ class Worker:
         return trial
 
     def run_staged(self, trial: Any) -> str:
-        """Run a staged trial's segments (rookworld/sweep/rungs.py) and tell how it ended."""
+        """Run a staged trial's segments (rookworld/sweep/staged/rungs.py) and tell how it ended."""
         stages, s = self.spec.settings.stages, self.spec.settings
         assert stages is not None and stages.rungs is not None
         bound = trial_id(self.storage, s.study_name, trial.number)

@@ -2,17 +2,17 @@
 
 Every piece of work is an Optuna trial whose user attrs (`rookworld:work.*`) say what it runs:
 
-- **search**: a configuration on the k search seeds, rung by rung (rookworld/sweep/rungs.py): the
+- **search**: a configuration on the k search seeds, rung by rung (rookworld/sweep/staged/rungs.py): the
   sampler's trials, and the **baseline** (`hydra.sweeper.stages.baseline` overrides instead of sampled
   params), enqueued first. Successive halving stops a configuration at a rung.
 - **race**: one configuration on one added seed at the full horizon. The race
-  (rookworld/sweep/racing.py) runs the `race.top` best searched configurations and the baseline; the
+  (rookworld/sweep/staged/racing.py) runs the `race.top` best searched configurations and the baseline; the
   search's full-horizon scores are its first rounds.
 - **confirm**: a finalist (a race survivor) or the baseline on one fresh seed, scored on the test
-  positions; once every run is in, the verdict (rookworld/sweep/verdict.py) is stored on the study.
+  positions; once every run is in, the verdict (rookworld/sweep/staged/verdict.py) is stored on the study.
 
 `due()` derives the next stage's runs from what the study records, and nothing else: called under the
-study's lock by every worker before it asks (rookworld/sweep/worker.py), it enqueues only runs no trial
+study's lock by every worker before it asks (rookworld/sweep/running/worker.py), it enqueues only runs no trial
 holds yet, so a killed sweep, several workers and several launches agree. Race and confirmation trials
 and the baseline have no Optuna params (their configuration is in `rookworld:work.overrides`): the
 sampler learns from the sampled search trials only.
@@ -27,12 +27,12 @@ from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from rookworld.sweep.racing import RaceState, race
-from rookworld.sweep.stage_settings import StageSettings
-from rookworld.sweep.study import CARRIED_PREFIX, OUTCOME_ATTR, is_stale_failure
-from rookworld.sweep.verdict import Verdict, confirm
+from rookworld.sweep.staged.racing import RaceState, race
+from rookworld.sweep.staged.stage_settings import StageSettings
+from rookworld.sweep.storage.study import CARRIED_PREFIX, OUTCOME_ATTR, is_stale_failure
+from rookworld.sweep.staged.verdict import Verdict, confirm
 
-WORK = CARRIED_PREFIX  # a re-queued trial carries these attrs (rookworld/sweep/study.py)
+WORK = CARRIED_PREFIX  # a re-queued trial carries these attrs (rookworld/sweep/storage/study.py)
 STAGE_ATTR = WORK + "stage"
 CONFIG_ATTR = WORK + "config"
 OVERRIDES_ATTR = WORK + "overrides"
@@ -205,7 +205,7 @@ def promoted(score: float, others: Sequence[float], eta: int) -> bool:
 
 
 def halving_report(trial: Any, eta: int) -> Callable[[int, float], bool]:
-    """A search trial's rung report (rookworld/sweep/rungs.py): True when the halving stops it at this rung.
+    """A search trial's rung report (rookworld/sweep/staged/rungs.py): True when the halving stops it at this rung.
 
     A rung is decided once: the decision and the value go to the trial in one write (RUNGS_ATTR), which a retry
     of a killed trial carries, so the retry goes on (or stops) where the original was told to, whatever the other

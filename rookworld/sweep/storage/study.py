@@ -1,18 +1,18 @@
 """Optuna studies of rookworld sweeps: storages, each trial's own number, trials whose sweeper died.
 
 Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the pruning hook
-(rookworld/sweep/pruning.py, in each job).
+(rookworld/sweep/job/pruning.py, in each job).
 
 - Storage URLs: `journal:PATH` for Optuna's JournalStorage on a file, `sqlite:///PATH`, or
   `postgresql://user@host/db` (driver psycopg2: `postgresql://` means `postgresql+psycopg2://`; the
   `postgresql` extra installs it). Relative sqlite and journal paths are relative to the launch
   directory (Hydra's runtime.cwd), in the sweep process and in every worker alike. A database's
-  tables are created under the storage lock (rookworld/sweep/lock.py), so sweeps started at the
+  tables are created under the storage lock (rookworld/sweep/storage/lock.py), so sweeps started at the
   same moment on a fresh database do not race.
 - Trial number: the worker that asked a trial runs its job with the override `trial.number=N`
-  (rookworld/sweep/worker.py); the job's pruning hook binds to trial N of the study by it (`trial_id`).
+  (rookworld/sweep/running/worker.py); the job's pruning hook binds to trial N of the study by it (`trial_id`).
 - Stale trials: each worker stamps the trial it runs with its host id, pid and start time
-  (rookworld/sweep/host.py) and a heartbeat by the storage's clock (rookworld/sweep/clock.py;
+  (rookworld/sweep/running/host.py) and a heartbeat by the storage's clock (rookworld/sweep/storage/clock.py;
   system attr `rookworld:sweeper`), again every heartbeat interval. A RUNNING trial is stale when
   its worker is gone (same host id, process no longer running) or its heartbeat is older than the
   grace period by the storage's clock (any host: no two hosts' wall clocks are compared). A stale
@@ -37,12 +37,12 @@ from omegaconf import OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
 from rookworld.tracking import CONF_DIR, one_line
-from rookworld.sweep.clock import StorageClock
-from rookworld.sweep.host import host_id, process_alive, process_start
-from rookworld.sweep.journal import SafeJournalBackend
-from rookworld.sweep.lock import StorageFault, storage_lock
-from rookworld.sweep.periodic import Periodic
-from rookworld.sweep.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
+from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.running.host import host_id, process_alive, process_start
+from rookworld.sweep.storage.journal import SafeJournalBackend
+from rookworld.sweep.storage.lock import StorageFault, storage_lock
+from rookworld.sweep.running.periodic import Periodic
+from rookworld.sweep.storage.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ class MissingDriverError(ImportError):
 
 def open_storage(url: str, base_dir: str, timeouts: DbTimeouts) -> BaseStorage:
     """The storage a URL names (see the module docstring); parent folders of file stores are created. A
-    journal is repaired first (rookworld/sweep/journal.py); a database's connections get `timeouts`."""
+    journal is repaired first (rookworld/sweep/storage/journal.py); a database's connections get `timeouts`."""
 
     path = storage_file(url, base_dir)
     if path is not None:
@@ -95,7 +95,7 @@ def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
 
 @dataclass(frozen=True)
 class Owner:
-    """The worker process running a trial: its host id, pid and start time (rookworld/sweep/host.py)."""
+    """The worker process running a trial: its host id, pid and start time (rookworld/sweep/running/host.py)."""
 
     host: str
     pid: int

@@ -1,5 +1,5 @@
-"""`python -m rookworld.sweep.run_worker SPEC INDEX`: the process the sweeper starts per GPU slot
-(rookworld/sweep/worker.py says what it does). SIGTERM / SIGINT end it quietly with 128 + the signal,
+"""`python -m rookworld.sweep.running.run_worker SPEC INDEX`: the process the sweeper starts per GPU slot
+(rookworld/sweep/running/worker.py says what it does). SIGTERM / SIGINT end it quietly with 128 + the signal,
 once its trial's MLflow run is closed (KILLED)."""
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from omegaconf.basecontainer import BaseContainer
 from sqlalchemy.exc import SQLAlchemyError
 
 from rookworld.interrupts import Interrupted, interrupts_unmasked, raise_on_signals
-from rookworld.sweep.lock import StorageFault
-from rookworld.sweep.storage_url import redacted
+from rookworld.sweep.storage.lock import StorageFault
+from rookworld.sweep.storage.storage_url import redacted
 from rookworld.tracking import one_line
-from rookworld.sweep.worker import PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, Worker, WorkerSpec, die_with_parent
+from rookworld.sweep.running.worker import PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, Worker, WorkerSpec, die_with_parent
 
 
 def main(argv: list[str]) -> int:

@@ -18,7 +18,7 @@ from typing import Any
 
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock
 
-from rookworld.sweep.lock import StorageFault
+from rookworld.sweep.storage.lock import StorageFault
 
 RECORD_START = b'{"op_code":'  # how Optuna writes every record (json.dumps, compact separators)
 

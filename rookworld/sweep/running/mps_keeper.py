@@ -1,5 +1,5 @@
-"""`python -m rookworld.sweep.mps_keeper PIPE_DIR LOG_DIR LAUNCH_PID`: stops a launch's private MPS daemon when the
-launch ends, however it ends (rookworld/sweep/mps.py)."""
+"""`python -m rookworld.sweep.running.mps_keeper PIPE_DIR LOG_DIR LAUNCH_PID`: stops a launch's private MPS daemon when the
+launch ends, however it ends (rookworld/sweep/running/mps.py)."""
 from __future__ import annotations
 
 import ctypes
@@ -8,7 +8,7 @@ import shutil
 import signal
 import sys
 
-from rookworld.sweep.mps import KEEPER_READY, control
+from rookworld.sweep.running.mps import KEEPER_READY, control
 
 _PR_SET_PDEATHSIG = 1
 

@@ -16,7 +16,7 @@ conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), acts in a multirun w
   parallel jobs never race on its creation), gets or creates the experiment, creates the parent
   run and writes its id to `<sweep dir>/.mlflow_parent_run`. Each job's Tracker reads that file
   (any launcher, any process) and tags its run `mlflow.parentRunId`.
-- `on_multirun_end`: summarises the children (rookworld.sweep.summary) onto the parent: metrics
+- `on_multirun_end`: summarises the children (rookworld.sweep.report.summary) onto the parent: metrics
   `sweep.n_trials`, `sweep.n_<outcome>`, `sweep.best_objective`; tags `sweep.best_run_id`,
   `sweep.best_trial`, `sweep.best.<param>`; artifacts under `sweep_summary/` (summary.md,
   summary.json, optimisation_history.png, outcome_vs_params.png, reward_curves.png). The
@@ -53,8 +53,8 @@ from rookworld.tracking import (
     open_store,
     overrides_tag,
 )
-from rookworld.sweep.context import ParentRef, study_name, write_parent_ref
-from rookworld.sweep.summary import (RUNS, STUDY, SweepSummary, fetch_study_runs, format_value, run_trial_number,
+from rookworld.sweep.job.context import ParentRef, study_name, write_parent_ref
+from rookworld.sweep.report.summary import (RUNS, STUDY, SweepSummary, fetch_study_runs, format_value, run_trial_number,
                                      summarise_children, summarise_study, summary_dict, summary_markdown)
 
 if TYPE_CHECKING:
@@ -219,7 +219,7 @@ def _log_files(client: MlflowClient, run_id: str, summary: SweepSummary, name: s
         if top_k is not None:
             # matplotlib only here: every trial process of an MLflow-tracked multirun imports this module
             # (the Hydra callback below), and the import costs about half a second
-            from rookworld.sweep.plots import write_plots
+            from rookworld.sweep.report.plots import write_plots
 
             write_plots(client, summary, directory, top_k)
         client.log_artifacts(run_id, tmp, SUMMARY_ARTIFACT_DIR)

@@ -22,12 +22,12 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 from scipy import stats
 
-from rookworld.sweep.racing import RaceState
-from rookworld.sweep.stage_settings import StageSettings
-from rookworld.sweep.stages import (BASELINE, CONFIG_ATTR, CONFIRM, SECONDS_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR,
+from rookworld.sweep.staged.racing import RaceState
+from rookworld.sweep.staged.stage_settings import StageSettings
+from rookworld.sweep.staged.stages import (BASELINE, CONFIG_ATTR, CONFIRM, SECONDS_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR,
                                     StageView, segment_scores)
-from rookworld.sweep.study import FAIL_REASON_ATTR
-from rookworld.sweep.verdict import Verdict
+from rookworld.sweep.storage.study import FAIL_REASON_ATTR
+from rookworld.sweep.staged.verdict import Verdict
 
 CONFIDENCE = 0.95
 

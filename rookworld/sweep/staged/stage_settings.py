@@ -2,7 +2,7 @@
 
 A staged sweep runs every configuration on k paired seeds, rung by rung, races the best at the full
 horizon against the baseline on added seeds, and confirms the survivors on fresh seeds on the test
-positions (rookworld/sweep/stages.py). Seeds are numbered from `first_seed`: the search uses the first
+positions (rookworld/sweep/staged/stages.py). Seeds are numbered from `first_seed`: the search uses the first
 `seeds`, the race the first `race.max_seeds` (the search's among them), the confirmation the next
 `confirm.seeds`, which no earlier stage used. Every rule fails with the one-line ConfigError.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.config import ConfigError, require
-from rookworld.sweep.paired import TESTS
+from rookworld.sweep.staged.paired import TESTS
 
 KEY = "hydra.sweeper.stages."
 

@@ -11,9 +11,9 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from rookworld.config import ConfigError, require
-from rookworld.sweep.stage_settings import StageSettings
-from rookworld.sweep.storage_url import DbTimeouts, parse_timeouts
-from rookworld.sweep.summary import DIRECTIONS
+from rookworld.sweep.staged.stage_settings import StageSettings
+from rookworld.sweep.storage.storage_url import DbTimeouts, parse_timeouts
+from rookworld.sweep.report.summary import DIRECTIONS
 
 
 def is_integer(value: Any) -> bool:

@@ -25,8 +25,8 @@ import sqlalchemy
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from rookworld.sweep.periodic import Periodic
-from rookworld.sweep.storage_url import DbTimeouts, database_url, is_database, masked, redacted, storage_file
+from rookworld.sweep.running.periodic import Periodic
+from rookworld.sweep.storage.storage_url import DbTimeouts, database_url, is_database, masked, redacted, storage_file
 from rookworld.tracking import one_line
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy
 from sqlalchemy.pool import NullPool
 
-from rookworld.sweep.storage_url import database_url, storage_file
+from rookworld.sweep.storage.storage_url import database_url, storage_file
 
 
 class StorageClock:

@@ -1,7 +1,7 @@
 """One trial of a staged sweep: a configuration's seeds run rung by rung, each rung a prefix of the full run.
 
 A search trial runs its configuration on each of its k seeds to the first rung, one seed after the
-other, reports the mean over the seeds at that step and asks successive halving (rookworld/sweep/stages.py:
+other, reports the mean over the seeds at that step and asks successive halving (rookworld/sweep/staged/stages.py:
 halving_report, `eta` the knob; a rung decided before a kill stays decided) whether it goes on; if it
 does, each seed resumes from its own checkpoint of that rung (`resume_from`, the same `steps`, so every
 schedule spans the full horizon) up to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
@@ -28,8 +28,8 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
-from rookworld.sweep.stages import SEARCH, SUCCESS, Item
-from rookworld.sweep.stage_settings import StageSettings
+from rookworld.sweep.staged.stages import SEARCH, SUCCESS, Item
+from rookworld.sweep.staged.stage_settings import StageSettings
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The plots of a sweep summary (rookworld/sweep/summary.py), logged on its parent run under
+"""The plots of a sweep summary (rookworld/sweep/report/summary.py), logged on its parent run under
 `sweep_summary/`: the optimisation history, the objective against each swept param, and the reward
 curves of the best trials. Trials are coloured by outcome; one without an objective is an x below
 the lowest objective."""
@@ -17,7 +17,7 @@ from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter
 
 from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, FAILED,
                                 KL_FAILURE, NAN_FAILURE, PRUNED, RUNNING, SUCCESS)
-from rookworld.sweep.summary import OBJECTIVE_METRIC, SweepSummary, TrialRow, format_objective
+from rookworld.sweep.report.summary import OBJECTIVE_METRIC, SweepSummary, TrialRow, format_objective
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -162,7 +162,7 @@ def reward_curves_figure(client: MlflowClient, summary: SweepSummary, top_k: int
 
 def fidelity_figure(checks: Sequence[Any]) -> Figure:
     """A staged sweep's fidelity check: each raced configuration's rung mean against its full-horizon race
-    mean, one panel per rung below the full horizon (rookworld/sweep/stage_report.py's Fidelity)."""
+    mean, one panel per rung below the full horizon (rookworld/sweep/staged/stage_report.py's Fidelity)."""
     figure = _new_figure(4.5 * max(1, len(checks)), 4.0)
     for index, check in enumerate(checks):
         axes = figure.add_subplot(1, max(1, len(checks)), index + 1)

@@ -28,21 +28,21 @@ from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
 from rookworld.interrupts import Interrupted, interrupts_unmasked
-from rookworld.sweep.clock import StorageClock
-from rookworld.sweep.context import ParentRef, write_parent_ref
-from rookworld.sweep.gpus import worker_gpus, worker_threads
-from rookworld.sweep.lock import StorageFault, storage_lock
-from rookworld.sweep.mlflow_parent import (SUMMARY_ARTIFACT_DIR, end_orphan_runs, finish_study_parent, study_parent_run,
+from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.job.context import ParentRef, write_parent_ref
+from rookworld.sweep.running.gpus import worker_gpus, worker_threads
+from rookworld.sweep.storage.lock import StorageFault, storage_lock
+from rookworld.sweep.report.mlflow_parent import (SUMMARY_ARTIFACT_DIR, end_orphan_runs, finish_study_parent, study_parent_run,
                                            tracking_enabled)
-from rookworld.sweep.mps import MpsDaemon, MpsUnavailable, mps_mode
-from rookworld.sweep.settings import SweepSettings
-from rookworld.sweep.space import SearchSpace, make_sampler
-from rookworld.sweep.stage_report import study_stage_report
-from rookworld.sweep.stages import VERDICT_ATTR, is_search
-from rookworld.sweep.storage_url import masked, redacted
-from rookworld.sweep.study import STORAGE_ERRORS, is_stale_failure, open_storage, resolve_stale_trials
-from rookworld.sweep.summary import fetch_study_runs, summarise_study, summary_markdown
-from rookworld.sweep.worker import (PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, TOO_MANY_FAILURES_EXIT, TaskRef,
+from rookworld.sweep.running.mps import MpsDaemon, MpsUnavailable, mps_mode
+from rookworld.sweep.running.settings import SweepSettings
+from rookworld.sweep.running.space import SearchSpace, make_sampler
+from rookworld.sweep.staged.stage_report import study_stage_report
+from rookworld.sweep.staged.stages import VERDICT_ATTR, is_search
+from rookworld.sweep.storage.storage_url import masked, redacted
+from rookworld.sweep.storage.study import STORAGE_ERRORS, is_stale_failure, open_storage, resolve_stale_trials
+from rookworld.sweep.report.summary import fetch_study_runs, summarise_study, summary_markdown
+from rookworld.sweep.running.worker import (PARENT_PID_ENV, STORAGE_ENV, STORAGE_FAULT_EXIT, TOO_MANY_FAILURES_EXIT, TaskRef,
                                     WorkerSpec)
 from rookworld.tracking import TrackingSettings, absolute_path, hydra_base_dir, one_line, open_store
 
@@ -140,7 +140,7 @@ class Launch:
         env.setdefault("OMP_NUM_THREADS", str(self.threads))
         if self.gpus[slot] is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.gpus[slot]
-        worker = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.run_worker", str(spec_path),
+        worker = subprocess.Popen([sys.executable, "-m", "rookworld.sweep.running.run_worker", str(spec_path),
                                    str(len(self.workers))], env=env)
         self.workers.append(worker)
         return worker
@@ -253,7 +253,7 @@ class Launch:
         self.summarise_onto_parent(study)
 
     def stage_report(self, study: optuna.Study) -> tuple[str, list[Any]] | None:
-        """A staged sweep's report (rookworld/sweep/stage_report.py); None for a sweep without stages."""
+        """A staged sweep's report (rookworld/sweep/staged/stage_report.py); None for a sweep without stages."""
         settings = self.spec.settings
         if settings.stages is None:
             return None
@@ -349,7 +349,7 @@ def log_stage_report(client: Any, run_id: str, markdown: str, checks: list[Any])
     """The stage report and its fidelity plot on the parent run (sweep_summary/)."""
     import tempfile
 
-    from rookworld.sweep.plots import fidelity_figure
+    from rookworld.sweep.report.plots import fidelity_figure
 
     client.log_text(run_id, markdown, f"{SUMMARY_ARTIFACT_DIR}/stages.md")
     if checks:

@@ -13,7 +13,7 @@ run's; the summary's params are those whose value differs between children (git.
 trial.number left out). From a study trial: its Optuna state, the value told to Optuna (COMPLETE
 only), the last step reported to the pruner and the outcome of its latest MLflow run (matched by
 the `rookworld.study` and `rookworld.trial` tags), over every sweep invocation that ran it.
-The plots of a children summary are rookworld/sweep/plots.py's; rookworld/sweep/mlflow_parent.py logs
+The plots of a children summary are rookworld/sweep/report/plots.py's; rookworld/sweep/report/mlflow_parent.py logs
 summaries on the parent run.
 """
 
@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.evaluate import CHANGE_METRIC
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
-from rookworld.sweep.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
-from rookworld.sweep.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
+from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
+from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
 
 if TYPE_CHECKING:
@@ -166,7 +166,7 @@ def evaluation_interval(objective: float | None, se: float | None) -> dict[str, 
 
 def seeds_interval(trial: FrozenTrial) -> dict[str, Any]:
     """A staged trial's 95% t-interval over its seeds at the last rung every seed reached."""
-    from rookworld.sweep.stage_report import Estimate
+    from rookworld.sweep.staged.stage_report import Estimate
 
     scores = trial.user_attrs.get(SCORES_ATTR, [])
     if not scores:
