@@ -236,16 +236,29 @@ def test_action_values_load_into_the_truth_next_to_the_candidates(tmp_path):
 
 
 @pytest.mark.parametrize("values, message", [
-    (START_VALUES[:-1], f"must list every legal move once (missing ['{START_VALUES[-1][0]}'], not legal [], 0 repeated)"),
-    (START_VALUES + [["e1e2", 0.0]], "(missing [], not legal ['e1e2'], 0 repeated)"),
-    (START_VALUES + [START_VALUES[0]], "(missing [], not legal [], 1 repeated)"),
+    (START_VALUES + [START_VALUES[0]], "list a move more than once (1 repeated)"),
     ([["e2e4"]] + START_VALUES[1:], "action_values entry ['e2e4']: expected"),
     ([["e2e4", "0.3"]] + START_VALUES[1:], "action_values entry ['e2e4', '0.3']: expected"),
+    ([[START_VALUES[0][0], float("nan")]] + START_VALUES[1:], f"{START_VALUES[0][0]} has the value nan, expected a finite"),
 ])
 def test_bad_action_values_name_the_file_and_line(tmp_path, values, message):
     path = write(tmp_path / "bad.jsonl", [record(SCHOLAR, None), record(chess.STARTING_FEN, values)])
     with pytest.raises(ValueError, match=re.escape(f"{path}:2: ") + ".*" + re.escape(message)):
         load_policy_problems("test", path)
+
+
+@pytest.mark.parametrize("values, message", [
+    (START_VALUES[:-1], f"must list every legal move (missing ['{START_VALUES[-1][0]}'], not legal [])"),
+    (START_VALUES + [["e1e2", 0.0]], "must list every legal move (missing [], not legal ['e1e2'])"),
+])
+def test_values_that_are_not_the_legal_moves_are_refused_when_first_used(tmp_path, values, message):
+    """The legal-move check needs each position's legal moves: it runs when a position's values are first
+    read (a reward, a metric), not for every position of a large split at load."""
+    path = write(tmp_path / "bad.jsonl", [record(chess.STARTING_FEN, values)])
+    truth = load_policy_problems("test", path)[0].truth
+    for _ in range(2):  # and again on a second use: nothing wrong is cached
+        with pytest.raises(ValueError, match=re.escape(f"action_values of {chess.STARTING_FEN!r} {message}")):
+            truth.move_values
 
 
 def test_a_move_value_run_names_the_data_file_whose_positions_lack_values(tmp_path):

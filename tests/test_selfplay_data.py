@@ -88,11 +88,11 @@ def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluat
     assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.gz")  # its rows: the tests above
     assert len(load_arbiter_problems("test", data)) == 10_000
     for part, n_rows, nodes in (("validation", 14_908, 3000), ("test", 16_554, 3000), ("train", 57_218, 1000)):
-        # each P: part carries every legal move's value (the loader checks each list is every legal move once);
-        # data=selfplay's train part is the RL split (rl.jsonl.gz), valued at a lower budget (README)
+        # each P: part carries every legal move's value once (the loader checks repeats, move_values that the
+        # moves are the legal ones); data=selfplay's train part is the RL split, valued at a lower budget (README)
         problems = load_policy_problems(part, data)
         assert len(problems) == n_rows
-        assert all(p.truth.action_values is not None for p in problems)
+        assert all(len(p.truth.move_values) == len(p.truth.action_values) > 0 for p in problems)
         file = "rl" if part == "train" else part
         assert {json.dumps(r["action_values_limit"]) for r in rows(file)} == {json.dumps({"nodes": nodes})}
 

@@ -49,12 +49,17 @@ class PolicyTruth:
             raise ValueError(f"PolicyTruth for {self.fen!r} has no candidates")
         if self.action_values is not None:
             object.__setattr__(self, "action_values", tuple(self.action_values))
-            _check_action_values(self.fen, self.action_values)
+            _check_action_value_entries(self.fen, self.action_values)
 
     @cached_property
     def move_values(self) -> dict[str, float]:
-        """{move: engine value} of every legal move (pawns, side to move); empty without action values."""
-        return {c.move: c.eval for c in self.action_values or ()}
+        """{move: engine value} of every legal move (pawns, side to move); empty without action values.
+        That the moves are exactly the legal ones is checked here, on first use, not when the truth is
+        made: it needs the position's legal moves, and a run uses a fraction of a large training split."""
+        if self.action_values is None:
+            return {}
+        _check_action_values_are_the_legal_moves(self.fen, self.action_values)
+        return {c.move: c.eval for c in self.action_values}
 
     @property
     def best_move(self) -> str:
@@ -77,17 +82,21 @@ class PolicyAnswer:
     best_move: str | None
 
 
-def _check_action_values(fen: str, values: tuple[Candidate, ...]) -> None:
-    """Every legal move exactly once, each with a finite value: a one-line ValueError otherwise."""
+def _check_action_value_entries(fen: str, values: tuple[Candidate, ...]) -> None:
+    """No move twice, each value finite: a one-line ValueError otherwise."""
     moves = [c.move for c in values]
-    legal = legal_moves(fen)
-    if len(set(moves)) != len(moves) or set(moves) != legal:
-        missing, extra = sorted(legal - set(moves)), sorted(set(moves) - legal)
-        raise ValueError(f"action_values of {fen!r} must list every legal move once "
-                         f"(missing {missing}, not legal {extra}, {len(moves) - len(set(moves))} repeated)")
+    if len(set(moves)) != len(moves):
+        raise ValueError(f"action_values of {fen!r} list a move more than once ({len(moves) - len(set(moves))} repeated)")
     bad = [c for c in values if not math.isfinite(c.eval)]
     if bad:
         raise ValueError(f"action_values of {fen!r}: {bad[0].move} has the value {bad[0].eval!r}, expected a finite number")
+
+
+def _check_action_values_are_the_legal_moves(fen: str, values: tuple[Candidate, ...]) -> None:
+    moves, legal = {c.move for c in values}, legal_moves(fen)
+    if moves != legal:
+        raise ValueError(f"action_values of {fen!r} must list every legal move "
+                         f"(missing {sorted(legal - moves)}, not legal {sorted(moves - legal)})")
 
 
 def policy_prompt(fen: str) -> str:
