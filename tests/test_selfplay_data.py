@@ -10,13 +10,14 @@ import chess
 import pytest
 
 from rookworld.config import ConfigError, compose, load_run
-from rookworld.data.positions import BUNDLED, load_arbiter_problems, load_policy_problems
+from rookworld.data.positions import BUNDLED, load_arbiter_problems, load_policy_problems, policy_truth_from_record
 from rookworld.data.records import iter_jsonl, position_key
 
 SELFPLAY = Path(__file__).resolve().parents[1] / "rookworld" / "data" / "selfplay"
 TRAIN = Path(__file__).resolve().parents[1] / "data" / "selfplay" / "train.jsonl.gz"  # regenerated, not shipped
 P_PARTS = {"rl": (57_218, 697, 10_000), "validation": (14_908, 186, 100_000), "test": (16_554, 195, 100_000)}
 A_PARTS = ("validation_arbiter", "test_arbiter")
+pytestmark = pytest.mark.xdist_group("selfplay_data")  # one worker reads each file once (rows() is cached)
 
 
 @lru_cache(maxsize=None)
@@ -87,14 +88,25 @@ def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluat
     data = spec.data.as_mapping()
     assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.gz")  # its rows: the tests above
     assert len(load_arbiter_problems("test", data)) == 10_000
-    for part, n_rows, nodes in (("validation", 14_908, 3000), ("test", 16_554, 3000), ("train", 57_218, 1000)):
-        # each P: part carries every legal move's value once (the loader checks repeats, move_values that the
-        # moves are the legal ones); data=selfplay's train part is the RL split, valued at a lower budget (README)
+    for part, n_rows in (("validation", 14_908), ("test", 16_554)):
+        # each P: pool carries every legal move's value once (the loader checks repeats, move_values that the
+        # moves are the legal ones)
         problems = load_policy_problems(part, data)
         assert len(problems) == n_rows
         assert all(len(p.truth.move_values) == len(p.truth.action_values) > 0 for p in problems)
-        file = "rl" if part == "train" else part
-        assert {json.dumps(r["action_values_limit"]) for r in rows(file)} == {json.dumps({"nodes": nodes})}
+        assert {json.dumps(r["action_values_limit"]) for r in rows(part)} == {'{"nodes": 3000}'}
+
+
+def test_the_rl_split_carries_every_legal_moves_value_at_its_own_budget() -> None:
+    """reward=move_value trains on the RL split (README: 1,000 nodes per move). Every row has values;
+    that they are every legal move once is checked on every tenth row, as the MultiPV count above (the
+    loader itself is the pools' test)."""
+    rl = rows("rl")
+    assert {json.dumps(r["action_values_limit"]) for r in rl} == {'{"nodes": 1000}'}
+    assert all(r["action_values"] for r in rl)
+    for record in rl[::10]:
+        truth = policy_truth_from_record(record)
+        assert len(truth.move_values) == len(record["action_values"])
 
 
 def test_a_data_file_that_is_not_there_is_refused_in_one_line_naming_it() -> None:
