@@ -45,12 +45,17 @@ def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
 
 def require_move_values(problems: list, data: Data, split: str) -> None:
     """reward=move_value scores P: answers from every legal move's value: a ConfigError naming the data file
-    and the first P: position of `problems` (of part `split`) without action values."""
-    missing = next((p for p in problems if p.task == "P" and p.truth.action_values is None), None)
-    if missing is not None:
-        where = data.as_mapping().get(f"policy_{split}") or f"the {data.kind} {split} positions"
-        raise ConfigError(f"reward=move_value needs action_values on every P: position: {where} has none for "
-                          f"{missing.truth.fen!r} (docs/rewards.md: the move-value data)")
+    and the first P: position of `problems` (of part `split`) without action values, or whose values are
+    not its legal moves (read here, before the run starts, so the reward never meets a bad list)."""
+    where = data.as_mapping().get(f"policy_{split}") or f"the {data.kind} {split} positions"
+    for problem in (p for p in problems if p.task == "P"):
+        if problem.truth.action_values is None:
+            raise ConfigError(f"reward=move_value needs action_values on every P: position: {where} has none for "
+                              f"{problem.truth.fen!r} (docs/rewards.md: the move-value data)")
+        try:
+            problem.truth.move_values
+        except ValueError as error:
+            raise ConfigError(f"{where}: {error}") from None
 
 
 def _threads(count: int) -> str:

@@ -261,17 +261,30 @@ def test_values_that_are_not_the_legal_moves_are_refused_when_first_used(tmp_pat
             truth.move_values
 
 
-def test_a_move_value_run_names_the_data_file_whose_positions_lack_values(tmp_path):
-    path = write(tmp_path / "train.jsonl", [record(chess.STARTING_FEN, START_VALUES), record(SCHOLAR, None)])
-    data = BundledData(kind="bundled", policy_train=path, policy_validation=None, policy_test=None, arbiter_train=None,
+def training_data(path: str) -> BundledData:
+    """data whose P: training positions are the file at `path`."""
+    return BundledData(kind="bundled", policy_train=path, policy_validation=None, policy_test=None, arbiter_train=None,
                        arbiter_validation=None, arbiter_test=None, arbiter_cases={"normal": 1.0},
                        arbiter_pool_size=1, arbiter_pool_walks=1, arbiter_seed=0)
+
+
+def test_a_move_value_run_names_the_data_file_whose_positions_lack_values(tmp_path):
+    path = write(tmp_path / "train.jsonl", [record(chess.STARTING_FEN, START_VALUES), record(SCHOLAR, None)])
+    data = training_data(path)
     problems = load_policy_problems("train", path)
     require_move_values(problems[:1], data, "train")
     with pytest.raises(ConfigError, match=re.escape(f"{path} has none for {SCHOLAR!r}")):
         require_move_values(problems, data, "train")
     with pytest.raises(ConfigError, match="the bundled test positions has none"):
         require_move_values(load_policy_problems("test")[:1], data, "test")
+
+
+def test_a_move_value_run_refuses_values_that_are_not_the_legal_moves_before_it_starts(tmp_path):
+    path = write(tmp_path / "train.jsonl", [record(chess.STARTING_FEN, START_VALUES[:-1])])
+    data = training_data(path)
+    with pytest.raises(ConfigError, match=re.escape(f"{path}: action_values of {chess.STARTING_FEN!r} must list "
+                                                    f"every legal move (missing ['{START_VALUES[-1][0]}']")):
+        require_move_values(load_policy_problems("train", path), data, "train")
 
 
 # ---- the held-out chess-skill metrics (rookworld/evaluate.py) ---------------------------------

@@ -82,16 +82,15 @@ def join_parts(parts: Iterable[Path], target: Path) -> None:
 def engine_pool(workers: int, initializer: Callable, initargs: tuple) -> Iterator[ProcessPoolExecutor]:
     """`workers` processes, each set up by `initializer(*initargs)`. A stop (Ctrl-C, SIGTERM) is the
     parent's alone: the workers, and the engines they start, ignore SIGINT, which a terminal sends to the
-    whole process group, and the parent cancels the queued work and waits for the positions in progress."""
+    whole process group. However the block ends (done, a break, a stop), work still queued is cancelled and
+    the work in progress awaited."""
     # spawn, not fork: a forked child would inherit the parent's engine threads half-way
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
                                initializer=_start_ignoring_sigint, initargs=(initializer, initargs))
     try:
         yield pool
-    except BaseException:
+    finally:
         pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    pool.shutdown(wait=True)
 
 
 def _start_ignoring_sigint(initializer: Callable, initargs: tuple) -> None:

@@ -148,8 +148,7 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
                 done = _write_shard(folder, game // games_per_shard, rows, done, time.perf_counter() - started)
                 rows = {split: [] for split in SPLITS_BY_GAME}
                 if done["positions"] >= target or (deadline is not None and time.monotonic() > deadline):
-                    pool.shutdown(wait=True, cancel_futures=True)
-                    break
+                    break  # engine_pool cancels the games still queued
     return done
 
 
