@@ -77,11 +77,12 @@ def run(cfg: DictConfig) -> dict[str, float]:
                for part in heldout_problems(split, spec.data) for p in part}
     cases = ArbiterCases(dict(s.arbiter_cases), exclude)
     stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, spec.seed,
-                           first_stream=ranks.rank * max(s.num_workers, 1))
+                           first_stream=ranks.rank * max(s.num_workers, 1), loss_on=s.loss_on)
     loader = DataLoader(stream, batch_size=s.batch_size // ranks.world, num_workers=s.num_workers,
                         collate_fn=lambda docs: collate(docs, tokenizer.pad_id),
                         persistent_workers=s.num_workers > 0, prefetch_factor=4 if s.num_workers else None)
-    eval_batches = heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len)
+    eval_batches = {name: heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len, loss_on)
+                    for name, loss_on in (("eval/loss", "document"), ("eval/completion_loss", "completion"))}
     evaluated = eval_problems(spec.eval, policy_heldout, arbiter_heldout, seed=spec.seed)
     optimizer = build_optimizer(model.parameters(), spec.optimizer)
     autocast = partial(autocast_for, device, spec.model.dtype)
@@ -93,7 +94,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
         with torch.no_grad(), autocast():
             result = evaluate(PlainDecoder(core), tokenizer, evaluated, reward_fn, max_new_tokens,
                               spec.eval.batch_size, spec.eval.num_samples_logged)
-        metrics = {**result.metrics, "eval/loss": heldout_loss(core, eval_batches, device, autocast)}
+        metrics = {**result.metrics, **{name: heldout_loss(core, batches, device, autocast)
+                                        for name, batches in eval_batches.items()}}
         tracker.log_metrics(metrics, step=step)
         tracker.log_samples(result.samples, step=step)
         print(f"eval @ step {step}: " + " ".join(f"{k}={v:.3f}" for k, v in metrics.items()

@@ -9,7 +9,8 @@ from rookworld.evaluate import evaluate
 from rookworld.model.hub import load_model
 from rookworld.model.sampling import PlainDecoder
 from rookworld.rewards import GraduatedReward
-from rookworld.data.documents import ArbiterCases, TaskDocuments, collate
+from rookworld.tasks import perfect_completion
+from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, encode_document
 from rookworld.supervised import lm_loss
 
 CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0}
@@ -18,22 +19,38 @@ FORMAT_THRESHOLD = 0.8   # share of format-valid A: completions the shipped chec
 
 def test_document_stream_is_seeded_and_in_the_task_formats(tiny_tokenizer):
     problems = load_policy_problems("train")[:50]
-    stream = TaskDocuments(tiny_tokenizer, problems, ArbiterCases(CASES, set()), 0.5, 320, seed=3)
+    stream = TaskDocuments(tiny_tokenizer, problems, ArbiterCases(CASES, set()), 0.5, 320, seed=3, loss_on="document")
     docs = [next(it) for it in [iter(stream)] for _ in range(20)]
     again = [next(it) for it in [iter(stream)] for _ in range(20)]
     assert docs == again
-    texts = [tiny_tokenizer.decode(d) for d in docs]
-    assert all(d[0] == tiny_tokenizer.eos_id and d[-1] == tiny_tokenizer.newline_id for d in docs)
+    assert {first_target for _, first_target in docs} == {0}
+    texts = [tiny_tokenizer.decode(ids) for ids, _ in docs]
+    assert all(ids[0] == tiny_tokenizer.eos_id and ids[-1] == tiny_tokenizer.newline_id for ids, _ in docs)
     assert {t.strip()[:2] for t in texts} == {"P:", "A:"}
     arbiter = [t for t in texts if t.strip().startswith("A:")]
     assert all(t.count("+") == 6 for t in arbiter)
+
+
+def test_completion_loss_trains_on_the_completion_and_its_newline_only(tiny_tokenizer):
+    policy = load_policy_problems("train")[0]
+    arbiter = load_arbiter_problems("validation")[0]
+    for problem in (policy, arbiter):
+        completion = perfect_completion(problem)
+        whole = encode_document(tiny_tokenizer, problem.prompt_text, completion, 320, "document")
+        ids, first_target = encode_document(tiny_tokenizer, problem.prompt_text, completion, 320, "completion")
+        assert ids == whole[0] and whole[1] == 0
+        _, targets = collate([(ids, first_target)], tiny_tokenizer.pad_id)
+        trained = targets[0][targets[0] != IGNORE].tolist()
+        assert (targets[0, :first_target] == IGNORE).all()
+        assert tiny_tokenizer.decode(trained).strip() == completion.strip() and trained[-1] == tiny_tokenizer.newline_id
+        assert tiny_tokenizer.decode(ids[1:first_target + 1]).strip() == problem.prompt_text
 
 
 def test_a_few_sft_steps_reduce_the_loss_on_a_fixed_batch(tiny_model, tiny_tokenizer):
     model, _ = tiny_model
     model.train()
     stream = iter(TaskDocuments(tiny_tokenizer, load_policy_problems("train")[:20],
-                                ArbiterCases(CASES, set()), 0.5, 200, seed=0))
+                                ArbiterCases(CASES, set()), 0.5, 200, seed=0, loss_on="document"))
     inputs, targets = collate([next(stream) for _ in range(8)], tiny_tokenizer.pad_id)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-3)
     losses = []

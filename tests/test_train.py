@@ -287,7 +287,7 @@ def test_config_validation_names_the_bad_value(tmp_path, override):
 
 
 @pytest.mark.parametrize("config_name, override", [
-    ("sft", "sft.save_dtype=float16"), ("sft", "sft.log_every=0"), ("sft", "sft.arbiter_fraction=2"), ("sft", "eval.split=train"),
+    ("sft", "sft.save_dtype=float16"), ("sft", "sft.log_every=0"), ("sft", "sft.arbiter_fraction=2"), ("sft", "sft.loss_on=all"), ("sft", "eval.split=train"),
     ("bench", "bench.decoder=fsat"), ("bench", "bench.trl=maybe"), ("bench", "bench.steps=0"),
 ])
 def test_sft_and_bench_configs_are_validated_too(config_name, override):

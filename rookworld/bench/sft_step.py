@@ -19,7 +19,7 @@ import torch
 
 from rookworld.components import load_policy
 from rookworld.config import compose, load_sft
-from rookworld.data.documents import ArbiterCases, TaskDocuments, collate
+from rookworld.data.documents import ArbiterCases, Document, TaskDocuments, collate
 from rookworld.data.positions import load_policy_problems
 from rookworld.model.precision import autocast_for
 from rookworld.optim import build_optimizer
@@ -27,7 +27,7 @@ from rookworld.specs.rules import resolve_device
 from rookworld.supervised import supervised_step
 
 
-def stream_rate(stream: TaskDocuments, n_docs: int) -> tuple[float, list[list[int]]]:
+def stream_rate(stream: TaskDocuments, n_docs: int) -> tuple[float, list[Document]]:
     """Documents/s of one process of the stream, and the documents it made."""
     docs = iter(stream)
     start = time.perf_counter()
@@ -65,9 +65,9 @@ def main(argv: list[str] | None = None) -> None:
     model.train()
     cases = ArbiterCases(dict(spec.sft.arbiter_cases), set())
     stream = TaskDocuments(tokenizer, load_policy_problems("train", spec.data.as_mapping()), cases,
-                           spec.sft.arbiter_fraction, spec.sft.seq_len, spec.seed)
+                           spec.sft.arbiter_fraction, spec.sft.seq_len, spec.seed, loss_on=spec.sft.loss_on)
     rate, docs = stream_rate(stream, max(args.batch_sizes))
-    tokens = sum(map(len, docs)) / len(docs)
+    tokens = sum(len(ids) for ids, _ in docs) / len(docs)
     print(f"document stream: {rate:,.0f} documents/s in one process, {tokens:.0f} tokens each "
           f"(A: share {spec.sft.arbiter_fraction})")
     optimizer = build_optimizer(model.parameters(), spec.optimizer)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rookworld.data.documents import LOSS_ON
 from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
 from rookworld.specs.model import Model
@@ -25,6 +26,7 @@ class Sft:
     seq_len: int
     max_grad_norm: float
     arbiter_fraction: float
+    loss_on: str
     arbiter_cases: dict[str, float]
     num_workers: int
     heldout_docs: int
@@ -46,6 +48,7 @@ class Sft:
         require(self.time_limit_min is None or self.time_limit_min > 0, "sft.time_limit_min", self.time_limit_min,
                 "must be > 0 or null (no limit)")
         one_of("sft.save_dtype", self.save_dtype, SAVE_DTYPES)
+        one_of("sft.loss_on", self.loss_on, LOSS_ON)
 
 
 @dataclass(frozen=True)
