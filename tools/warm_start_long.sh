@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The warm start's long supervised run on the self-play train split, then its evaluation on the whole
 # test part (data=selfplay: 16,554 P: positions and 10,000 A: transitions, greedy; tools/eval_test_part.sh).
-# INIT continues a saved model (AdamW restarts; rookworld_tiny's shape); without it the run starts from
+# INIT continues a saved model folder (its own shape; AdamW restarts); without it the run starts from
 # scratch. GPUS > 1 runs data-parallel over that many GPUs of the machine (torchrun; sft.batch_size stays
 # the documents per step, sft.num_workers counts per GPU).
 #
