@@ -1,0 +1,94 @@
+"""The move-value recipe's table (tools/move_value_recipe.sh): the warm start, then reward=move_value and
+reward=graduated over paired seeds, on the whole test part and in games against the engine levels.
+
+    python tools/move_value_table.py OUT
+
+Reads OUT/warm_start and OUT/{move_value,graduated}_sN: the metrics of test_scores.json and the
+`metrics {...}` line of play.log. Per metric: the warm start (greedy, so one number), each reward's mean
+over its seeds with a 95% t-interval, move_value minus the warm start (t-interval, one-sample t-test),
+move_value minus graduated paired by seed (t-interval, paired t-test), and the relative change of the
+mean win-probability loss against the warm start."""
+from __future__ import annotations
+
+import json
+import math
+import re
+import sys
+from pathlib import Path
+
+from scipy import stats
+
+REWARDS = ("move_value", "graduated")
+METRICS = ["eval/P/best_move", "eval/P/legal_best", "eval/P/format", "eval/P/win_prob_loss", "eval/P/blunder",
+           "eval/P/cp_loss_median", "eval/P/mate_in_one", "eval/P/only_move", "eval/A/next_state", "eval/score",
+           "play/legal_move_rate", "play/self/legal_plies", "play/nodes_1/score", "play/nodes_1000/score", "play/elo"]
+
+
+def run_metrics(run: Path) -> dict[str, float]:
+    metrics = json.loads((run / "test_scores.json").read_text())["metrics"]
+    play = run / "play.log"
+    if play.is_file():
+        found = re.findall(r"^metrics (\{.*\})$", play.read_text(), flags=re.M)
+        metrics.update(json.loads(found[-1]) if found else {})
+    return metrics
+
+
+def seeded_runs(out: Path, reward: str) -> dict[int, dict[str, float]]:
+    runs = {}
+    for run in sorted(out.glob(f"{reward}_s*")):
+        if (run / "test_scores.json").is_file():
+            runs[int(run.name.rsplit("_s", 1)[1])] = run_metrics(run)
+    return runs
+
+
+def interval(values: list[float]) -> tuple[float, float, float, float]:
+    """Mean, 95% t-interval and the two-sided one-sample t-test's p against 0 (nan below two values;
+    p is nan when every value is the same, where the test is undefined)."""
+    n, mean = len(values), sum(values) / len(values)
+    if n < 2:
+        return mean, math.nan, math.nan, math.nan
+    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
+    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
+    p = float(stats.ttest_1samp(values, 0.0).pvalue) if sd > 0 else math.nan
+    return mean, mean - half, mean + half, p
+
+
+def cell(values: list[float], with_p: bool = False) -> str:
+    mean, low, high, p = interval(values)
+    if math.isnan(low):
+        return f"{mean:+.4f}" if with_p else f"{mean:.4f}"
+    text = f"{mean:+.4f} [{low:+.4f}, {high:+.4f}]" if with_p else f"{mean:.4f} [{low:.4f}, {high:.4f}]"
+    return text + (f", p={p:.3g}" if with_p and not math.isnan(p) else "")
+
+
+def table(out: Path) -> str:
+    warm = run_metrics(out / "warm_start")
+    runs = {reward: seeded_runs(out, reward) for reward in REWARDS}
+    paired = sorted(set(runs["move_value"]) & set(runs["graduated"]))
+    if not runs["move_value"]:
+        raise SystemExit(f"{out}: no finished move_value_sN run (test_scores.json)")
+    lines = [f"seeds: move_value {sorted(runs['move_value'])}, graduated {sorted(runs['graduated'])}, paired {paired}",
+             "",
+             "| metric | warm start | move_value, mean [95% CI] | graduated, mean [95% CI] "
+             "| move_value - warm start | move_value - graduated (paired) |",
+             "|---|---:|---:|---:|---:|---:|"]
+    for key in METRICS:
+        if key not in warm:
+            continue
+        mv = [m[key] for m in runs["move_value"].values() if key in m]
+        gr = [m[key] for m in runs["graduated"].values() if key in m]
+        pairs = [runs["move_value"][s][key] - runs["graduated"][s][key] for s in paired
+                 if key in runs["move_value"][s] and key in runs["graduated"][s]]
+        lines.append(f"| {key} | {warm[key]:.4f} | {cell(mv) if mv else ''} | {cell(gr) if gr else ''} "
+                     f"| {cell([v - warm[key] for v in mv], True) if mv else ''} | {cell(pairs, True) if pairs else ''} |")
+    loss = "eval/P/win_prob_loss"
+    if loss in warm and warm[loss] > 0:
+        relative = [m[loss] / warm[loss] - 1 for m in runs["move_value"].values()]
+        lines += ["", f"move_value's win-probability loss relative to the warm start: {cell(relative, True)}"]
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        raise SystemExit(__doc__)
+    print(table(Path(sys.argv[1])))
