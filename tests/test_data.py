@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
-import random
 import os
+import random
+import re
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import chess
@@ -466,7 +468,7 @@ def test_malformed_records_name_the_file_and_line(tmp_path: Path) -> None:
     broken = tmp_path / "broken.jsonl"
     broken.write_text(json.dumps(good) + "\n{not json\n")
     with pytest.raises(ValueError, match=r"broken\.jsonl:2: not valid JSON"):
-        arbiter_training_stream(broken, {"normal": 1.0}, seed=0, pool_size=1, pool_walks=1)
+        arbiter_training_stream(broken, {"normal": 1.0}, seed=0, pool_size=1, pool_walks=1, pool_cache=None)
     bad_case = tmp_path / "cases.jsonl"
     bad_case.write_text(json.dumps({"fen": "not a fen", "history_before": [], "move": "e2e4"}) + "\n")
     with pytest.raises(ValueError, match=r"cases\.jsonl:1: .*not a fen") as info:
@@ -537,7 +539,8 @@ def test_pooled_cases_are_dealt_without_replacement() -> None:
     import math
 
     shares = {"checkmate": 0.4, "promotion": 0.3, "illegal": 0.3}
-    stream = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
+    stream = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400,
+                                     pool_cache=None)
     draws = 120
     by_pool: dict[str, Counter] = {}
     for index in range(draws):
@@ -549,8 +552,29 @@ def test_pooled_cases_are_dealt_without_replacement() -> None:
     for pool, counts in by_pool.items():
         assert set(counts) <= set(stream.pools[pool])
         assert max(counts.values()) == math.ceil(sum(counts.values()) / len(stream.pools[pool])), pool
-    again = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400)
+    again = arbiter_training_stream(BUNDLED["policy_train"], shares, seed=0, pool_size=8, pool_walks=400,
+                                    pool_cache=None)
     assert [again.transition(i) for i in reversed(range(draws))][::-1] == [stream.transition(i) for i in range(draws)]
+
+
+def test_stored_pools_are_the_collected_ones_and_later_processes_read_them(tmp_path: Path) -> None:
+    shares = {"normal": 0.5, "castling": 0.25, "promotion": 0.25}
+    stream = partial(arbiter_training_stream, BUNDLED["policy_train"], shares, pool_size=8, pool_walks=400)
+    plain, stored = stream(seed=0, pool_cache=None), stream(seed=0, pool_cache=str(tmp_path))
+    [path] = tmp_path.glob("*.json")
+    read = stream(seed=0, pool_cache=str(tmp_path))
+    assert plain.pools == stored.pools == read.pools and len(plain.pools["castling"]) == 8
+    assert [read[i] for i in range(40)] == [plain[i] for i in range(40)]
+    pools = json.loads(path.read_text())
+    pools["castling"] = pools["castling"][:1]  # a stored file is what a later stream deals from
+    path.write_text(json.dumps(pools))
+    fen, history, move = pools["castling"][0]
+    assert stream(seed=0, pool_cache=str(tmp_path)).pools["castling"] == [(fen, tuple(history), move)]
+    stream(seed=1, pool_cache=str(tmp_path))
+    assert len(list(tmp_path.glob("*.json"))) == 2  # another seed, another file
+    path.write_text("{")
+    with pytest.raises(ValueError, match=rf"^{re.escape(str(path))}: unreadable stored A: pools .*; delete the file$"):
+        stream(seed=0, pool_cache=str(tmp_path))
 
 
 def test_a_blocks_draw_gives_each_seed_its_own_problems_and_every_configuration_of_a_seed_the_same() -> None:

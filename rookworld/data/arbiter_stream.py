@@ -8,6 +8,11 @@ kind, seventyfive_moves) are drawn on the fly from a random training position. R
 collected once per process: seeded random walks (move_cases.biased_random_move) that start at
 training positions, until each pool holds `pool_size` distinct moves or `pool_walks` walks are spent.
 A "missing_promotion" illegal move is a pooled promotion written without its piece (e7e8).
+With `pool_cache` (data.arbiter_pool_cache) the pools are also stored on disk and reused by later
+processes on the same positions: every sweep worker and test process would otherwise spend seconds
+on the same walks. The file is `<pool_cache>/<key>.json`, the key a SHA-256 of the positions, the
+pool settings, this module's and move_cases.py's source and the python-chess version (written to a
+temporary file, then renamed: readers never see half a file).
 
 Pools are dealt without replacement: the k-th draw of a pooled case takes item k of a seeded
 shuffle of its pool, and only a pool dealt out in full starts a new shuffle. A pooled transition
@@ -16,12 +21,18 @@ rookworld.data.repeats` counts the repeats of a run's draws.
 """
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+import os
 import random
+import tempfile
 from collections.abc import Mapping, Sequence
-from functools import lru_cache
+from functools import lru_cache, partial
+from pathlib import Path
 
 import chess
+
 
 from rookworld.data.move_cases import (CASES, ILLEGAL_KINDS, RARE_CASES, biased_random_move, illegal_moves,
                                        legal_move_case, rare_moves, recent_history, with_seventyfive_clock)
@@ -66,7 +77,7 @@ class ArbiterStream:
     """An endless, seeded sequence of A: training problems: stream[i]."""
 
     def __init__(self, positions: Sequence[Position], shares: Mapping[str, float], seed: int,
-                 pool_size: int, pool_walks: int) -> None:
+                 pool_size: int, pool_walks: int, pool_cache: str | None) -> None:
         if not positions:
             raise ValueError("A: training needs at least one training position")
         self.positions = tuple(positions)
@@ -74,7 +85,8 @@ class ArbiterStream:
         self.seed = int(seed)
         pooled = tuple(case for case in RARE_CASES if case in self.shares
                        or (case == "promotion" and "illegal" in self.shares))
-        self.pools = dict(collect_pools(self.positions, pooled, self.seed, pool_size, pool_walks))
+        collect = collect_pools if pool_cache is None else partial(stored_pools, cache_dir=pool_cache)
+        self.pools = dict(collect(self.positions, pooled, self.seed, pool_size, pool_walks))
         empty = [case for case in pooled if not self.pools[case]]
         if empty:
             raise ValueError(f"data.arbiter_cases asks for {empty}, but {pool_walks} random walks from the "
@@ -168,3 +180,33 @@ def collect_pools(positions: tuple[Position, ...], cases: tuple[str, ...], seed:
             board.push(biased_random_move(board, rng))
             add(board, (*history, *recent_history(board))[-MAX_HISTORY:])
     return {case: sorted(pool.values()) for case, pool in pools.items()}
+
+
+def stored_pools(positions: tuple[Position, ...], cases: tuple[str, ...], seed: int, pool_size: int,
+                 pool_walks: int, cache_dir: str) -> dict[str, list[Transition]]:
+    """collect_pools' result, read from `cache_dir` when an earlier process stored it, else collected
+    and stored there."""
+    path = Path(cache_dir) / f"{pools_key(positions, cases, seed, pool_size, pool_walks)}.json"
+    if path.is_file():
+        try:
+            stored = json.loads(path.read_text())
+        except json.JSONDecodeError as error:
+            raise ValueError(f"{path}: unreadable stored A: pools ({error}); delete the file") from None
+        return {case: [(fen, tuple(history), move) for fen, history, move in items] for case, items in stored.items()}
+    pools = collect_pools(positions, cases, seed, pool_size, pool_walks)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, suffix=".tmp", delete=False) as handle:
+        json.dump(pools, handle)
+    os.replace(handle.name, path)
+    return pools
+
+
+def pools_key(positions: tuple[Position, ...], cases: tuple[str, ...], seed: int, pool_size: int,
+              pool_walks: int) -> str:
+    digest = hashlib.sha256()
+    for source in (Path(__file__), Path(__file__).with_name("move_cases.py")):
+        digest.update(source.read_bytes() + b"\0")
+    digest.update(json.dumps([chess.__version__, cases, seed, pool_size, pool_walks, WALK_PLIES]).encode() + b"\0")
+    for fen, history in positions:
+        digest.update(f"{fen}|{' '.join(history)}\n".encode())
+    return digest.hexdigest()

@@ -99,10 +99,11 @@ def arbiter_problem_from_case(row: dict) -> Problem:
 
 
 def arbiter_training_stream(path: str | Path, shares: Mapping[str, float], seed: int, pool_size: int,
-                            pool_walks: int) -> ArbiterStream:
-    """The A: training stream over the positions of an annotated JSONL(.gz) file."""
+                            pool_walks: int, pool_cache: str | None) -> ArbiterStream:
+    """The A: training stream over the positions of an annotated JSONL(.gz) file (pool_cache: where
+    its rare-case pools are stored and reused, None = collected in every process)."""
     positions = _positions_cached(*_file_key(Path(path)))
-    return ArbiterStream(positions, shares, seed, pool_size, pool_walks)
+    return ArbiterStream(positions, shares, seed, pool_size, pool_walks, pool_cache)
 
 
 @lru_cache(maxsize=8)
@@ -161,7 +162,8 @@ def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
         return load_arbiter_problems(split, cfg[f"arbiter_{split}"])
     path = cfg["arbiter_train"] or cfg["policy_train"] or BUNDLED["policy_train"]
     return arbiter_training_stream(path, dict(cfg["arbiter_cases"]), int(cfg["arbiter_seed"]),
-                                   int(cfg["arbiter_pool_size"]), int(cfg["arbiter_pool_walks"]))
+                                   int(cfg["arbiter_pool_size"]), int(cfg["arbiter_pool_walks"]),
+                                   cfg["arbiter_pool_cache"])
 
 
 def _check_kind(cfg: Mapping) -> None:

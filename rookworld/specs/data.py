@@ -26,6 +26,7 @@ class BundledData:
     arbiter_cases: dict[str, float]
     arbiter_pool_size: int
     arbiter_pool_walks: int
+    arbiter_pool_cache: str | None
     arbiter_seed: int
 
     def __post_init__(self):
