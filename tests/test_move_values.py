@@ -265,7 +265,7 @@ def training_data(path: str) -> BundledData:
     """data whose P: training positions are the file at `path`."""
     return BundledData(kind="bundled", policy_train=path, policy_validation=None, policy_test=None, arbiter_train=None,
                        arbiter_validation=None, arbiter_test=None, arbiter_cases={"normal": 1.0},
-                       arbiter_pool_size=1, arbiter_pool_walks=1, arbiter_seed=0)
+                       arbiter_pool_size=1, arbiter_pool_walks=1, arbiter_pool_cache=None, arbiter_seed=0)
 
 
 def test_a_move_value_run_names_the_data_file_whose_positions_lack_values(tmp_path):
