@@ -42,6 +42,7 @@ def test_a_cap_one_below_the_longest_completion_cuts() -> None:
 def test_the_longest_policy_completion_is_a_short_fen_padded_to_the_fen_width() -> None:
     tokenizer = ChessTokenizer.tiny()
     problems = load_policy_problems("train")
-    longest = max(problems, key=lambda p: completion_tokens(tokenizer, p))
+    tokens = completion_tokens(tokenizer, problems)
+    longest = problems[tokens.index(max(tokens))]
     shortest_fen = min(len(p.truth.fen) for p in problems)
     assert len(longest.truth.fen) < shortest_fen + 10  # padding spaces are one token each

@@ -29,9 +29,9 @@ from rookworld.tasks import Problem, perfect_completion
 TASKS = ("P", "A")
 
 
-def completion_tokens(tokenizer: ChessTokenizer, problem: Problem) -> int:
-    """Tokens a correct completion takes: the completion's tokens and the stop token after it."""
-    return len(tokenizer.encode(perfect_completion(problem))) + 1
+def completion_tokens(tokenizer: ChessTokenizer, problems: list[Problem]) -> list[int]:
+    """Tokens each problem's correct completion takes: the completion's tokens and the stop token after it."""
+    return [len(ids) + 1 for ids in tokenizer.encode_batch([perfect_completion(p) for p in problems])]
 
 
 def model_tokenizer(model: Model) -> ChessTokenizer:
@@ -67,8 +67,7 @@ def _tokenizer(model_yaml: str) -> ChessTokenizer:
 def _longest(model_yaml: str, data_yaml: str, steps: int, prompts_per_step: int) -> tuple[tuple[str, int], ...]:
     cfg = OmegaConf.create({"data": OmegaConf.create(data_yaml), "steps": steps, "prompts_per_step": prompts_per_step})
     tokenizer = _tokenizer(model_yaml)
-    return tuple((task, max(completion_tokens(tokenizer, p) for p in problems))
-                 for task, problems in run_problems(cfg).items())
+    return tuple((task, max(completion_tokens(tokenizer, problems))) for task, problems in run_problems(cfg).items())
 
 
 def longest_completions(cfg: DictConfig) -> dict[str, int]:

@@ -50,6 +50,10 @@ class ChessTokenizer:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """encode() of each text, the batch split over the tokenizer's threads."""
+        return [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         """By default `<|endoftext|>` decodes to nothing, so a completion stopped by eos parses cleanly."""
         return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
