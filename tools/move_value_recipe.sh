@@ -18,10 +18,7 @@ ENGINE=${ENGINE:-/usr/games/stockfish}
 read -ra gpus <<< "${GPUS:-0}"
 here=$(dirname "$0")
 mkdir -p "$OUT/warm_start"
-on_gpu() {  # INDEX COMMAND...: runs COMMAND in the background on GPU gpus[INDEX % len]
-    local gpu=${gpus[$(($1 % ${#gpus[@]}))]}; shift
-    CUDA_VISIBLE_DEVICES=$gpu "$@" &
-}
+source "$(dirname "$0")/on_gpu.sh"
 evaluate() {  # MODEL_FOLDER RUN_DIR: the whole test part, then the games
     bash "$here/eval_test_part.sh" "$1" "$2/test_scores.json" data=selfplay ${EVAL_ARGS:-} > "$2/test.log" 2>&1 \
         || { echo "$2: evaluation failed (its test.log)"; return 1; }

@@ -18,6 +18,8 @@ from pathlib import Path
 
 from scipy import stats
 
+from rookworld.sweep.staged.stage_report import Estimate
+
 REWARDS = ("move_value", "graduated")
 METRICS = ["eval/P/best_move", "eval/P/legal_best", "eval/P/format", "eval/P/win_prob_loss", "eval/P/blunder",
            "eval/P/cp_loss_median", "eval/P/mate_in_one", "eval/P/only_move", "eval/A/next_state", "eval/score",
@@ -42,15 +44,12 @@ def seeded_runs(out: Path, reward: str) -> dict[int, dict[str, float]]:
 
 
 def interval(values: list[float]) -> tuple[float, float, float, float]:
-    """Mean, 95% t-interval and the two-sided one-sample t-test's p against 0 (nan below two values;
-    p is nan when every value is the same, where the test is undefined)."""
-    n, mean = len(values), sum(values) / len(values)
-    if n < 2:
-        return mean, math.nan, math.nan, math.nan
-    sd = math.sqrt(sum((v - mean) ** 2 for v in values) / (n - 1))
-    half = stats.t.ppf(0.975, n - 1) * sd / math.sqrt(n)
-    p = float(stats.ttest_1samp(values, 0.0).pvalue) if sd > 0 else math.nan
-    return mean, mean - half, mean + half, p
+    """Mean, 95% t-interval (the sweep report's Estimate) and the two-sided one-sample t-test's p
+    against 0 (nan below two values, and where every value is the same: the test is undefined)."""
+    estimate = Estimate.of(dict(enumerate(values)))
+    varies = len(set(values)) > 1
+    p = float(stats.ttest_1samp(values, 0.0).pvalue) if varies else math.nan
+    return estimate.mean, estimate.low, estimate.high, p
 
 
 def cell(values: list[float], with_p: bool = False) -> str:

@@ -12,10 +12,7 @@ N=${N:-1500}
 read -ra gpus <<< "${GPUS:-0 1 2 3}"
 [ -n "${WHEELS_INSTALLED:-}" ] || source tools/device_env.sh
 mkdir -p "$OUT/noise"
-on_gpu() {  # INDEX COMMAND...: runs COMMAND in the background on GPU gpus[INDEX % len]
-    local gpu=${gpus[$(($1 % ${#gpus[@]}))]}; shift
-    CUDA_VISIBLE_DEVICES=$gpu "$@" &
-}
+source "$(dirname "$0")/on_gpu.sh"
 echo "== recipe, seeds 0..$((SEEDS - 1)) on GPUs ${gpus[*]} ($(date +%T))"
 for seed in $(seq 0 $((SEEDS - 1))); do
     on_gpu "$seed" python3 -m rookworld.train experiment=grpo_rookworld_tiny seed="$seed" time_limit_min=null \

@@ -11,10 +11,7 @@ read -ra gpus <<< "${GPUS:-0}"
 old=(data.policy_train="$(realpath "$OLD_TRAIN")" data.arbiter_pool_size=100 data.arbiter_pool_walks=1500
      sampling.max_new_tokens.P=112 sampling.max_new_tokens.A=64)
 mkdir -p "$OUT/recipe"
-on_gpu() {  # INDEX COMMAND...: runs COMMAND in the background on GPU gpus[INDEX % len]
-    local gpu=${gpus[$(($1 % ${#gpus[@]}))]}; shift
-    CUDA_VISIBLE_DEVICES=$gpu "$@" &
-}
+source "$(dirname "$0")/on_gpu.sh"
 echo "== recipe, old and new data, seeds 0 and 1, on GPUs ${gpus[*]} ($(date +%T))"
 i=0
 for data in old new; do

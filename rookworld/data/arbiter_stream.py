@@ -33,7 +33,6 @@ from pathlib import Path
 
 import chess
 
-
 from rookworld.data.move_cases import (CASES, ILLEGAL_KINDS, RARE_CASES, biased_random_move, illegal_moves,
                                        legal_move_case, rare_moves, recent_history, with_seventyfive_clock)
 from rookworld.tasks.arbiter import MAX_HISTORY, arbiter_problem, arbiter_truth, history_with_move

@@ -29,10 +29,6 @@ LOSS_ON = ("document", "completion")  # sft.loss_on: which tokens of a document 
 Document = tuple[list[int], int]  # token ids, index of the first target the loss counts
 
 
-def policy_completion(problem: Problem, rng: random.Random) -> str:
-    return render_policy_completion(problem.truth, shuffle_rng=rng)
-
-
 class ArbiterCases:
     """Draws A: transitions case by case: a case first (by weight), then a move of that case."""
 
@@ -80,7 +76,7 @@ class TaskDocuments(IterableDataset):
                 completion = perfect_completion(problem)
             else:
                 problem = rng.choice(self.policy_problems)
-                completion = policy_completion(problem, rng)
+                completion = render_policy_completion(problem.truth, shuffle_rng=rng)
             yield encode_document(self.tokenizer, problem.prompt_text, completion, self.seq_len, self.loss_on)
 
 
