@@ -117,7 +117,7 @@ def make_sampler(spec: RunSpec) -> ProblemSampler:
     """Training problems of `spec.data`, drawn in the `spec.task_mix` shares."""
     source = spec.data.as_mapping()
     return ProblemSampler(load_policy_problems("train", source), load_arbiter_problems("train", source),
-                          weights=spec.task_mix.weights(), seed=spec.seed)
+                          weights=spec.task_mix.weights(), seed=spec.seed, difficulty=spec.difficulty.build(spec.seed))
 
 
 def load_policy(model: Model, device: torch.device, path: str | None = None):

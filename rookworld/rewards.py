@@ -26,8 +26,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from rookworld.tasks import (ARBITER_CRITERIA, CRITERIA, DEFAULT_EVAL_SCALE, EXACT_CRITERIA,  # noqa: F401
-                             MOVE_VALUE_CRITERIA, POLICY_CRITERIA, Problem, move_value_scores, parse_policy,
+from rookworld.tasks import (ARBITER_CRITERIA, CRITERIA, DEFAULT_EVAL_SCALE,  # noqa: F401
+                             MOVE_VALUE_CRITERIA, is_exact, POLICY_CRITERIA, Problem, move_value_scores, parse_policy,
                              require_action_values, score_completion)  # CRITERIA: re-exported for callers
 
 
@@ -97,8 +97,7 @@ class ExactReward:
         components = _components(problem.task, scores)
         if scores is None:
             return RewardResult(self.malformed_penalty, components)
-        required = EXACT_CRITERIA[problem.task]
-        return RewardResult(float(all(scores[name] == 1.0 for name in required)), components)
+        return RewardResult(float(is_exact(problem.task, scores)), components)
 
 
 class MoveValueReward:

@@ -13,7 +13,7 @@ import torch
 
 from rookworld.rewards import RewardResult
 from rookworld.rollout import Rollout, completion_text, decode_completions
-from rookworld.tasks import Problem, parse_completion
+from rookworld.tasks import Problem, parse_completion, solves
 from rookworld.tasks.dispatch import diagnostics
 
 
@@ -46,8 +46,9 @@ class StepScores:
     def scored_rows(self) -> ScoredRows:
         """Every row with its reward, reward result and diagnostics (scores the rows not scored yet)."""
         rewards, results = self.finish()
+        texts = [self.texts[row] for row in range(len(self.problems))]
         return ScoredRows(list(self.problems), rewards, results,
-                          [row_diagnostics(p, self.texts[row], r) for row, (p, r) in enumerate(zip(self.problems, results))])
+                          [row_diagnostics(p, text, r) for p, text, r in zip(self.problems, texts, results)], texts)
 
     def _score(self, row: int) -> None:
         self.results[row] = self.reward_fn(self.problems[row], self.texts[row])
@@ -63,19 +64,25 @@ def row_diagnostics(problem: Problem, text: str, result: RewardResult) -> dict[s
 
 @dataclass
 class ScoredRows:
-    """Sampled rows with their rewards, reward results and diagnostics, in row order."""
+    """Sampled rows with their rewards, reward results, diagnostics and completion texts, in row order."""
     problems: list[Problem]
     rewards: torch.Tensor                 # [B] float32 reward totals
     results: list[RewardResult]
     diagnostics: list[dict[str, float]]
+    texts: list[str]
 
     def select(self, rows: list[int]) -> ScoredRows:
         return ScoredRows([self.problems[r] for r in rows], self.rewards[rows], [self.results[r] for r in rows],
-                          [self.diagnostics[r] for r in rows])
+                          [self.diagnostics[r] for r in rows], [self.texts[r] for r in rows])
 
     def __add__(self, other: ScoredRows) -> ScoredRows:
         return ScoredRows(self.problems + other.problems, torch.cat([self.rewards, other.rewards]),
-                          self.results + other.results, self.diagnostics + other.diagnostics)
+                          self.results + other.results, self.diagnostics + other.diagnostics,
+                          self.texts + other.texts)
+
+    def solved(self) -> list[bool]:
+        """Each row's completion is exact (rookworld.tasks.solves): what a pass rate counts."""
+        return [solves(problem, text) for problem, text in zip(self.problems, self.texts)]
 
     def metrics(self) -> dict[str, float]:
         """reward, reward_std, reward/<task>, the mean of every reward component (reward/<task>/<name>)

@@ -162,6 +162,7 @@ class Trainer:
         if g.dynamic_sampling.enabled:
             rollout, trained, sampled, generations, sampling_metrics = self._sample_varying_groups(timer)
             if rollout is None:  # no group's rewards varied in any round: nothing to learn from
+                sampling_metrics.update(self._record_pass_rates(sampled))
                 return self._skipped_step(step, sampled, generations, sampling_metrics, timer), False
             with timer("logprobs", wait=False), torch.no_grad():
                 batch = self.learner.make_batch(rollout.generation)
@@ -177,6 +178,7 @@ class Trainer:
             with timer("scoring"):
                 trained = sampled = scores.scored_rows()
             sampling_metrics = {}
+        sampling_metrics.update(self._record_pass_rates(sampled))
         beta = self.kl.beta(step)  # the coefficient this step uses, before the controller moves it
         with timer("scoring"):
             in_reward = self._kl_in_reward(batch)
@@ -202,6 +204,19 @@ class Trainer:
         metrics.update(timer.metrics(metrics["completions/num_tokens"]))
         nonfinite = update["nonfinite"] > 0 or update["nonfinite/weights"] > 0 or update["nonfinite/sampling"] > 0
         return metrics, nonfinite
+
+    def _record_pass_rates(self, sampled: ScoredRows) -> dict[str, float]:
+        """Each sampled group's pass rate becomes its problem's estimate (difficulty on), before the next
+        step's rows are drawn (_prefetch_rows); the step's difficulty metrics."""
+        difficulty = self.sampler.difficulty
+        if difficulty is None:
+            return {}
+        solved = sampled.solved()
+        difficulty.record(sampled.problems, solved, self.cfg.grpo.group_size)
+        groups = sampled.problems[::self.cfg.grpo.group_size]
+        return {"difficulty/pass_rate": sum(solved) / len(solved),
+                "difficulty/in_band": sum(map(difficulty.in_band, groups)) / len(groups),
+                "difficulty/estimated": float(len(difficulty.estimates))}
 
     def _sampled_metrics(self, sampled: ScoredRows, generations: list[Generation]) -> dict[str, float]:
         """The metrics of every row sampled this step (under dynamic sampling: every round's rows, the

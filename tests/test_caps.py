@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from rookworld.config import compose
-from rookworld.data.caps import completion_tokens, cuts, longest_completions
-from rookworld.data.positions import load_policy_problems
+from rookworld.data.caps import arbiter_draws, completion_tokens, cuts, longest_completions
+from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import ModelLoadError
 from rookworld.model.tokenizer import ChessTokenizer
 
@@ -46,3 +46,16 @@ def test_the_longest_policy_completion_is_a_short_fen_padded_to_the_fen_width() 
     longest = problems[tokens.index(max(tokens))]
     shortest_fen = min(len(p.truth.fen) for p in problems)
     assert len(longest.truth.fen) < shortest_fen + 10  # padding spaces are one token each
+
+
+@pytest.mark.parametrize("overrides", [["experiment=grpo_move_value"], ["task_mix=balanced", "steps=7", "prompts_per_step=5"],
+                                       ["steps=3", "grpo.dynamic_sampling.enabled=true"]])
+def test_the_a_stream_bound_holds_what_the_sampler_draws(overrides: list[str]) -> None:
+    """The caps read as many A: problems as the task mix's sampler can draw in the run, dynamic-sampling
+    rounds included (every round a full batch), and not many more."""
+    cfg = compose(overrides)
+    sampler = ProblemSampler(load_policy_problems("validation"), load_arbiter_problems("validation"),
+                             weights=dict(cfg.task_mix), seed=0)
+    rounds = cfg.grpo.dynamic_sampling.max_rounds if cfg.grpo.dynamic_sampling.enabled else 1
+    drawn = sum(p.task == "A" for _ in range(cfg.steps * rounds) for p in sampler.sample(cfg.prompts_per_step))
+    assert drawn <= arbiter_draws(cfg) <= drawn + rounds + 1

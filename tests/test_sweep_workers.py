@@ -89,6 +89,13 @@ def started_trials(directory: Path) -> int:
                for line in path.read_text().splitlines())
 
 
+def running_trials_are_tracked(directory: Path) -> bool:
+    """Some trial is running and every running trial has its MLflow run."""
+    running = {str(t.number) for t in load_study(f"journal:{directory}/outputs/optuna/smoke.journal")
+               .get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
+    return bool(running) and running <= {r.data.tags.get(TRIAL_TAG) for r in mlflow_runs(directory)}
+
+
 @pytest.mark.slow
 def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     command = ("hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2", "steps=3")
@@ -97,7 +104,9 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
                                  stderr=subprocess.STDOUT, start_new_session=True)
     wait_for(lambda: started_trials(tmp_path) >= 3 or first.poll() is not None, 300, "a third trial to start")
     assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-    time.sleep(2)  # well inside the third trial
+    wait_for(lambda: running_trials_are_tracked(tmp_path) or first.poll() is not None, 120,
+             "the running trials' MLflow runs")  # a kill before a trial's run exists leaves nothing to mark
+    assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
     tree = descendants(first.pid)
     assert len(tree) >= 2  # its workers (and their children)
     first.send_signal(signal.SIGKILL)

@@ -6,13 +6,16 @@
 
 composes the config as `python -m rookworld.train` would and prints, per task, the most tokens (in
 the config's model's tokenizer) that a correct completion needs, the stop token included, over every
-problem the run can meet: all P: training positions, every held-out part, and the first
-`steps x prompts_per_step` problems of the A: training stream (the most a run draws). A cap below
-it cuts a correct answer. The tests check every preset and sweep against it.
+problem the run can meet: all P: training positions, every held-out part, and the first problems of
+the A: training stream, as many as a run can draw: steps x prompts_per_step x the A: share of the task
+mix, rounded up, plus one (the sampler's per-batch rounding), times grpo.dynamic_sampling.max_rounds
+when dynamic sampling is on. A cap below it cuts a correct answer. The tests check every preset and
+sweep against it.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from functools import lru_cache
 from pathlib import Path
@@ -46,14 +49,26 @@ def model_tokenizer(model: Model) -> ChessTokenizer:
     return read_tokenizer(resolve_directory(source["source"], source.get("revision")))
 
 
+def arbiter_draws(cfg: DictConfig) -> int:
+    """The most A: training problems a run of `cfg` draws (0 for `python -m rookworld.sft`: no A: stream)."""
+    steps = int(OmegaConf.select(cfg, "steps", default=0))
+    prompts = int(OmegaConf.select(cfg, "prompts_per_step", default=0))
+    share = float(OmegaConf.select(cfg, "task_mix.A", default=1.0))
+    if steps * prompts * share == 0:
+        return 0
+    rounds = int(cfg.grpo.dynamic_sampling.max_rounds) if cfg.grpo.dynamic_sampling.enabled else 1
+    return rounds * (math.ceil(steps * prompts * share) + 1)
+
+
 def run_problems(cfg: DictConfig) -> dict[str, list[Problem]]:
-    """Every problem of each task that a run of `cfg` can train or evaluate on."""
+    """Every problem of each task that a run of `cfg` can train or evaluate on (cfg.arbiter_draws: how
+    many of the A: training stream)."""
     data = cfg.data
     policy = load_policy_problems("train", data) + [p for split in HELD_OUT_SPLITS
                                                    for p in load_policy_problems(split, data)]
     arbiter = [p for split in HELD_OUT_SPLITS for p in load_arbiter_problems(split, data)]
     stream = load_arbiter_problems("train", data)
-    drawn = int(cfg.steps) * int(cfg.prompts_per_step)  # 0 for `python -m rookworld.sft` (no A: stream)
+    drawn = int(cfg.arbiter_draws)
     arbiter += stream[:drawn] if isinstance(stream, list) else [stream[i] for i in range(drawn)]
     return {"P": policy, "A": arbiter}
 
@@ -64,8 +79,8 @@ def _tokenizer(model_yaml: str) -> ChessTokenizer:
 
 
 @lru_cache(maxsize=16)
-def _longest(model_yaml: str, data_yaml: str, steps: int, prompts_per_step: int) -> tuple[tuple[str, int], ...]:
-    cfg = OmegaConf.create({"data": OmegaConf.create(data_yaml), "steps": steps, "prompts_per_step": prompts_per_step})
+def _longest(model_yaml: str, data_yaml: str, arbiter_draws: int) -> tuple[tuple[str, int], ...]:
+    cfg = OmegaConf.create({"data": OmegaConf.create(data_yaml), "arbiter_draws": arbiter_draws})
     tokenizer = _tokenizer(model_yaml)
     return tuple((task, max(completion_tokens(tokenizer, problems))) for task, problems in run_problems(cfg).items())
 
@@ -73,8 +88,7 @@ def _longest(model_yaml: str, data_yaml: str, steps: int, prompts_per_step: int)
 def longest_completions(cfg: DictConfig) -> dict[str, int]:
     """{task: the most tokens a correct completion of a problem of a `cfg` run takes, stop included}."""
     return dict(_longest(OmegaConf.to_yaml(cfg.model, resolve=True), OmegaConf.to_yaml(cfg.data, resolve=True),
-                         int(OmegaConf.select(cfg, "steps", default=0)),
-                         int(OmegaConf.select(cfg, "prompts_per_step", default=0))))
+                         arbiter_draws(cfg)))
 
 
 def cuts(cfg: DictConfig) -> dict[str, tuple[int, int]]:

@@ -24,6 +24,7 @@ from typing import Any
 import chess
 
 from rookworld.data.arbiter_stream import ArbiterStream
+from rookworld.data.difficulty import Difficulty
 from rookworld.data.records import HELD_OUT_SPLITS, at_line, check_split, iter_jsonl
 from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
@@ -59,15 +60,18 @@ def policy_truth_from_record(record: dict) -> PolicyTruth:
     candidates = tuple(Candidate(c["move"], float(c["eval"])) for c in record["candidates"])
     values = record.get("action_values")
     if values is not None:
-        values = tuple(_action_value(pair) for pair in values)
+        values = _action_values(values)
     return PolicyTruth(fen=record["fen"], candidates=candidates, action_values=values)
 
 
-def _action_value(pair) -> Candidate:
-    if not isinstance(pair, list) or len(pair) != 2 or not isinstance(pair[0], str) \
-            or isinstance(pair[1], bool) or not isinstance(pair[1], (int, float)):
-        raise ValueError(f"action_values entry {pair!r}: expected [\"<uci move>\", <value in pawns>]")
-    return Candidate(pair[0], float(pair[1]))
+def _action_values(pairs: list) -> tuple[Candidate, ...]:
+    """The [move, value] pairs as Candidates; the first malformed pair a ValueError. (One pass of type
+    checks, then the Candidates: a RL split holds millions of pairs.)"""
+    bad = [pair for pair in pairs if not (type(pair) is list and len(pair) == 2 and type(pair[0]) is str
+                                          and type(pair[1]) in (int, float))]  # bool is not a value
+    if bad:
+        raise ValueError(f"action_values entry {bad[0]!r}: expected [\"<uci move>\", <value in pawns>]")
+    return tuple(Candidate(move, float(value)) for move, value in pairs)
 
 
 def load_policy_problems(split: str, source: Source = None) -> list[Problem]:
@@ -203,10 +207,12 @@ class ProblemSampler:
         arbiter_problems: list[Problem] | ArbiterStream,
         weights: Mapping[str, float] | None = None,
         seed: int = 0,
+        difficulty: Difficulty | None = None,
     ) -> None:
         self.problems = {"P": list(policy_problems), "A": _as_source(arbiter_problems)}
         self.weights = _validate_weights(dict(weights or {"P": 0.8, "A": 0.2}), self.problems)
         self.seed = int(seed)
+        self.difficulty = difficulty  # filters and orders the list tasks (rookworld/data/difficulty.py)
         self._epoch = {task: 0 for task in self.problems}
         self._cursor = {task: 0 for task in self.problems}
         self._credit = {task: 0.0 for task in self.problems}
@@ -238,14 +244,23 @@ class ProblemSampler:
             start = self._cursor[task]
             self._cursor[task] += count
             return [self.problems[task][i] for i in range(start, start + count)]
-        out = []
-        for _ in range(count):
+        out, passed_over = [], 0  # passed_over: problems filtered out since the last one kept
+        while len(out) < count:
             if self._cursor[task] == len(self._orders[task]):
                 self._epoch[task] += 1
                 self._cursor[task] = 0
                 self._orders[task] = self._order(task, self._epoch[task])
-            out.append(self.problems[task][self._orders[task][self._cursor[task]]])
+            problem = self.problems[task][self._orders[task][self._cursor[task]]]
             self._cursor[task] += 1
+            if self.difficulty is None or self.difficulty.keeps(problem, self._epoch[task]):
+                out.append(problem)
+                passed_over = 0
+                continue
+            passed_over += 1
+            if passed_over > len(self._orders[task]) and self.difficulty.out_of_band_weight == 0:
+                raise ValueError(f"difficulty.filter: all {len(self._orders[task])} {task}: problems are out of band "
+                                 f"(pass rate <= difficulty.low or >= difficulty.high) and "
+                                 f"difficulty.out_of_band_weight=0: nothing left to train on")
         return out
 
     def _order(self, task: str, epoch: int) -> list[int]:
@@ -253,7 +268,7 @@ class ProblemSampler:
             return []
         order = list(range(len(self.problems[task])))
         random.Random(f"{self.seed}:{task}:{epoch}").shuffle(order)
-        return order
+        return order if self.difficulty is None else self.difficulty.order(self.problems[task], order)
 
     def epoch(self, task: str) -> int:
         """Completed passes over `task`'s problems."""
@@ -271,6 +286,7 @@ class ProblemSampler:
             "cursor": dict(self._cursor),
             "credit": dict(self._credit),
             "batches": self._batches,
+            **({"difficulty": self.difficulty.state_dict()} if self.difficulty is not None else {}),
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -283,6 +299,8 @@ class ProblemSampler:
         self._cursor = dict(state["cursor"])
         self._credit = dict(state["credit"])
         self._batches = int(state["batches"])
+        if self.difficulty is not None:
+            self.difficulty.load_state_dict(state["difficulty"])
         self._orders = {task: self._order(task, self._epoch[task]) for task in self.problems}
 
 

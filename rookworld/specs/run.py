@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rookworld.specs.data import Data
+from rookworld.specs.difficulty import Difficulty
 from rookworld.specs.eval import Eval
 from rookworld.specs.grpo import GRPO
 from rookworld.specs.guards import Guards
@@ -67,6 +68,7 @@ class RunSpec:
     optimizer: Optimizer
     task_mix: TaskMix
     data: Data
+    difficulty: Difficulty
     eval: Eval
     guards: Guards
     tracking: Tracking

@@ -32,11 +32,13 @@ from rookworld.tasks.move_values import (MOVE_VALUE_CRITERIA, MissingActionValue
 from rookworld.tasks.dispatch import (
     CRITERIA,
     EXACT_CRITERIA,
+    is_exact,
     parse_completion,
     perfect_completion,
     score_answer,
     score_completion,
     score_heldout,
+    solves,
 )
 
 __all__ = [
@@ -49,4 +51,5 @@ __all__ = [
     "POLICY_CRITERIA", "ARBITER_CRITERIA", "CRITERIA", "EXACT_CRITERIA", "DEFAULT_EVAL_SCALE",
     "MOVE_VALUE_CRITERIA", "MissingActionValues", "move_value_scores", "require_action_values",
     "parse_completion", "score_answer", "score_completion", "perfect_completion", "score_heldout",
+    "is_exact", "solves",
 ]

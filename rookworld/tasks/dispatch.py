@@ -38,6 +38,17 @@ def score_completion(problem: Problem, completion: str,
     return score_answer(problem, parse_completion(problem, completion), eval_scale)
 
 
+def is_exact(task: str, scores: dict[str, float] | None) -> bool:
+    """Every criterion of EXACT_CRITERIA[task] holds in `scores` (P: the B: move legal and the engine's
+    best; A: the next state, reward and both flags); a completion that did not parse (None) is not exact."""
+    return scores is not None and all(scores[name] == 1.0 for name in EXACT_CRITERIA[task])
+
+
+def solves(problem: Problem, completion: str) -> bool:
+    """The completion is exact (is_exact): what a pass rate counts (rookworld/data/difficulty.py)."""
+    return is_exact(problem.task, score_completion(problem, completion))
+
+
 def diagnostics(problem: Problem, answer: PolicyAnswer | ArbiterAnswer | None,
                 scores: dict[str, float] | None) -> dict[str, float]:
     """Where learning happens, beyond the reward criteria: P: the answer's internal consistency
