@@ -19,8 +19,18 @@ RUNS = ([("config", [])] + [("sft" if name.startswith("sft_") else "config", [f"
         + [("config", [f"sweeps={name}"]) for name in SWEEPS] + [("sft", []), ("bench", [])])
 
 
+def run_param(config_name: str, overrides: list[str]):
+    """A RUNS entry as a test case; a GRPO preset on the self-play data runs in the worker of
+    tests/test_selfplay_data.py, whose loads of the same pools it reuses (cached per process)."""
+    preset = ROOT / "conf" / "experiment" / f"{overrides[0].removeprefix('experiment=')}.yaml" if overrides else None
+    selfplay = config_name == "config" and preset is not None and preset.is_file() \
+        and "override /data: selfplay" in preset.read_text()
+    return pytest.param(config_name, overrides, marks=[pytest.mark.xdist_group("selfplay_data")] if selfplay else [],
+                        id=f"{config_name}-{' '.join(overrides) or '-'}")
+
+
 @pytest.mark.slow  # ~30 s of CPU: the A: stream of the 400-step presets
-@pytest.mark.parametrize("config_name, overrides", RUNS, ids=lambda v: v if isinstance(v, str) else " ".join(v) or "-")
+@pytest.mark.parametrize("config_name, overrides", [run_param(*run) for run in RUNS])
 def test_caps_fit_every_correct_completion(config_name: str, overrides: list[str]) -> None:
     cfg = compose(overrides, config_name)
     try:

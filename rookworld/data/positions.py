@@ -299,7 +299,7 @@ class ProblemSampler:
         self._cursor = dict(state["cursor"])
         self._credit = dict(state["credit"])
         self._batches = int(state["batches"])
-        if self.difficulty is not None:
+        if self.difficulty is not None and "difficulty" in state:  # absent: a checkpoint of a run without it
             self.difficulty.load_state_dict(state["difficulty"])
         self._orders = {task: self._order(task, self._epoch[task]) for task in self.problems}
 
