@@ -60,15 +60,13 @@ def arbiter_draws(cfg: DictConfig) -> int:
     return rounds * (math.ceil(steps * prompts * share) + 1)
 
 
-def run_problems(cfg: DictConfig) -> dict[str, list[Problem]]:
-    """Every problem of each task that a run of `cfg` can train or evaluate on (cfg.arbiter_draws: how
-    many of the A: training stream)."""
-    data = cfg.data
+def run_problems(data: DictConfig, drawn: int) -> dict[str, list[Problem]]:
+    """Every problem of each task that a run on `data` can train or evaluate on, `drawn` of them from
+    the A: training stream (arbiter_draws)."""
     policy = load_policy_problems("train", data) + [p for split in HELD_OUT_SPLITS
                                                    for p in load_policy_problems(split, data)]
     arbiter = [p for split in HELD_OUT_SPLITS for p in load_arbiter_problems(split, data)]
     stream = load_arbiter_problems("train", data)
-    drawn = int(cfg.arbiter_draws)
     arbiter += stream[:drawn] if isinstance(stream, list) else [stream[i] for i in range(drawn)]
     return {"P": policy, "A": arbiter}
 
@@ -80,9 +78,9 @@ def _tokenizer(model_yaml: str) -> ChessTokenizer:
 
 @lru_cache(maxsize=16)
 def _longest(model_yaml: str, data_yaml: str, arbiter_draws: int) -> tuple[tuple[str, int], ...]:
-    cfg = OmegaConf.create({"data": OmegaConf.create(data_yaml), "arbiter_draws": arbiter_draws})
     tokenizer = _tokenizer(model_yaml)
-    return tuple((task, max(completion_tokens(tokenizer, problems))) for task, problems in run_problems(cfg).items())
+    problems_by_task = run_problems(OmegaConf.create(data_yaml), arbiter_draws)
+    return tuple((task, max(completion_tokens(tokenizer, problems))) for task, problems in problems_by_task.items())
 
 
 def longest_completions(cfg: DictConfig) -> dict[str, int]:

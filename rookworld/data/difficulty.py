@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 
 from rookworld.tasks import Problem
@@ -48,6 +48,15 @@ def write_pass_rates(path: str | Path, rates: Mapping[str, float]) -> None:
                                   for prompt, rate in rates.items()))
 
 
+def pass_rates_of(problems: list[Problem], solved: list[bool], group_size: int) -> dict[str, float]:
+    """{prompt: pass rate} of consecutive groups of `group_size` rows, one problem per group."""
+    rates = {}
+    for start in range(0, len(problems), group_size):
+        group = solved[start:start + group_size]
+        rates[problems[start].prompt_text] = sum(group) / len(group)
+    return rates
+
+
 class Difficulty:
     """Pass-rate estimates of training problems, the filter's decisions and the curriculum's order."""
 
@@ -60,9 +69,7 @@ class Difficulty:
 
     def record(self, problems: list[Problem], solved: list[bool], group_size: int) -> None:
         """Each group of `group_size` consecutive rows (one problem each) sets its problem's estimate."""
-        for start in range(0, len(problems), group_size):
-            group = solved[start:start + group_size]
-            self.estimates[problems[start].prompt_text] = sum(group) / len(group)
+        self.estimates.update(pass_rates_of(problems, solved, group_size))
 
     def in_band(self, problem: Problem) -> bool:
         rate = self.estimates.get(problem.prompt_text)
@@ -87,10 +94,3 @@ class Difficulty:
 
     def load_state_dict(self, state: Mapping) -> None:
         self.estimates = dict(state["estimates"])
-
-
-def pass_rates_of(problems: Iterable[Problem], solved: Iterable[bool], group_size: int) -> dict[str, float]:
-    """{prompt: pass rate} of consecutive groups of `group_size` rows, one problem per group."""
-    difficulty = Difficulty(0.0, 1.0, 1.0, "none")
-    difficulty.record(list(problems), list(solved), group_size)
-    return difficulty.estimates
