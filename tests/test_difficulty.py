@@ -100,6 +100,8 @@ def test_the_configs_validate_at_the_boundary(tmp_path) -> None:
     bad.write_text('{"prompt": "P: x", "pass_rate": 0.5}\n{"prompt": "P: y"}\n')
     with pytest.raises(ValueError, match=r"bad.jsonl:2: not a pass-rate row"):
         read_pass_rates(bad)
+    with pytest.raises(ConfigError, match=r"^difficulty.pass_rates: .*bad.jsonl:2: not a pass-rate row \('pass_rate'\)$"):
+        load_run(compose(["difficulty=filter", f"difficulty.pass_rates={bad}"])).difficulty.build(0)
 
 
 def test_pass_rates_count_exact_completions_per_group() -> None:
@@ -128,3 +130,11 @@ def test_the_pass_rate_command_writes_a_file_the_filter_reads(tmp_path, capsys) 
     assert "3 problems: none solved 3 (100.0%)" in capsys.readouterr().out
     write_pass_rates(tmp_path / "again.jsonl", rates)
     assert read_pass_rates(tmp_path / "again.jsonl") == rates
+
+
+def test_the_pass_rate_command_names_a_bad_override_in_one_line(tmp_path, capsys) -> None:
+    with pytest.raises(SystemExit) as stop:
+        pass_rates_main(["--out", str(tmp_path / "rates.jsonl"), "optimzer.lr=1e-4"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip() == ("rookworld: error: optimzer.lr=1e-4: no key 'optimzer.lr' in the config "
+                                               "(did you mean optimizer.lr?)")

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rookworld.data.difficulty import CURRICULA, Difficulty as DifficultyState, read_pass_rates
-from rookworld.specs.rules import is_number, one_of, require, require_bool
+from rookworld.specs.rules import ConfigError, is_number, one_of, require, require_bool
 
 
 @dataclass(frozen=True)
@@ -38,6 +38,9 @@ class Difficulty:
         """The sampler's difficulty state (the starting estimates read), or None when both uses are off."""
         if not self.enabled:
             return None
-        starting = read_pass_rates(self.pass_rates) if self.pass_rates is not None else {}
+        try:
+            starting = read_pass_rates(self.pass_rates) if self.pass_rates is not None else {}
+        except ValueError as error:  # a malformed row: one line naming the file, the line and the key
+            raise ConfigError(f"difficulty.pass_rates: {error}") from None
         weight = self.out_of_band_weight if self.filter else 1.0
         return DifficultyState(self.low, self.high, weight, self.curriculum, starting, seed)
