@@ -33,7 +33,6 @@ def load_bench_model(spec: BenchSpec, device: torch.device) -> tuple[GPT, ChessT
 
 def fresh_policy(config: GPTConfig, state: dict, device: torch.device) -> GPT:
     """A new model holding `state` (kept on the CPU so that it adds nothing to GPU memory)."""
-    with torch.device("meta"):
-        model = GPT(config)
+    model = GPT.on_meta(config)
     model.load_state_dict({k: v.to(device, copy=True) for k, v in state.items()}, assign=True)
     return model.eval()

@@ -227,6 +227,22 @@ class GPT(nn.Module):
         self.activation_checkpointing = False
         self.init_weights()
 
+    @classmethod
+    def on_meta(cls, config: GPTConfig) -> GPT:
+        """The model's shapes without storage or init (to be filled by load_state_dict(..., assign=True)).
+        Skipping the init matters: on the meta device torch's init functions run through its Python
+        reference kernels, whose first call imports torch._dynamo (~2 s of every process that loads a model)."""
+        names = ("normal_", "uniform_", "kaiming_uniform_", "ones_", "zeros_")
+        saved = {name: getattr(nn.init, name) for name in names}
+        try:
+            for name in names:
+                setattr(nn.init, name, lambda tensor, *args, **kwargs: tensor)
+            with torch.device("meta"):
+                return cls(config)
+        finally:
+            for name, function in saved.items():
+                setattr(nn.init, name, function)
+
     def init_weights(self, generator: torch.Generator | None = None) -> None:
         """GPT-2 init: weights N(0, 0.02), residual projections N(0, 0.02 / sqrt(2 n_layer)), biases 0."""
         residual_std = 0.02 / (2 * self.config.n_layer) ** 0.5

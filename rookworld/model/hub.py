@@ -82,8 +82,7 @@ def load_pretrained(source: str, revision: str | None = None, device: str | torc
     directory = resolve_directory(source, revision)
     config = read_config(directory / "config.json")
     state = read_weights(directory / "model.safetensors", config, device, dtype)
-    with torch.device("meta"):
-        model = GPT(config)
+    model = GPT.on_meta(config)
     model.load_state_dict(state, assign=True)
     tokenizer = read_tokenizer(directory)
     if tokenizer.vocab_size > config.vocab_size:
@@ -137,8 +136,7 @@ def read_weights(path: Path, config: GPTConfig, device: str | torch.device, dtyp
     """Hub tensors -> GPT state dict (our names and [out, in] layout), checked against `config`."""
     if not path.is_file():
         raise ModelLoadError(f"{path} not found: a model folder needs model.safetensors")
-    with torch.device("meta"):
-        expected = {name: tuple(t.shape) for name, t in GPT(config).state_dict().items()}
+    expected = {name: tuple(t.shape) for name, t in GPT.on_meta(config).state_dict().items()}
     raw = safetensors.torch.load_file(str(path))
     state = {}
     for file_name, tensor in raw.items():

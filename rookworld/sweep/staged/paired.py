@@ -16,7 +16,6 @@ from dataclasses import dataclass
 import math
 
 import numpy as np
-from scipy import stats
 
 Scores = Mapping[int, float]
 TESTS = ("wilcoxon", "t")
@@ -45,6 +44,7 @@ def paired_differences(candidate: Scores, reference: Scores) -> np.ndarray:
 def one_sided_p(differences: np.ndarray, test: str) -> float:
     """p-value of "the differences lean above zero": Wilcoxon signed-rank (zeros ranked, Pratt's
     convention; exact up to 13 seeds, ties and zeros included) or the paired t-test."""
+    from scipy import stats  # on first use: ~1 s that every run importing this module would pay
     check_test(test)
     if not np.any(differences):
         return 1.0  # no seed tells the two apart: no evidence either way
@@ -60,6 +60,7 @@ def lower_bound(differences: np.ndarray, level: float, test: str) -> float:
     the shifts it would not reject. Paired t: mean - t(1 - level) x sd / sqrt(n) (of the mean). Signed rank:
     the (M - c + 1)-th smallest of the M = n(n + 1)/2 Walsh averages, c the exact critical value of W+ (of the
     centre of the differences' distribution); -inf when n seeds cannot reach p <= level at all."""
+    from scipy import stats  # on first use: ~1 s that every run importing this module would pay
     check_test(test)
     n = len(differences)
     if test == "t":

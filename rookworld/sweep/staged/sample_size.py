@@ -15,7 +15,6 @@ from collections.abc import Sequence
 import math
 
 import numpy as np
-from scipy import stats
 
 from rookworld.sweep.staged.paired import check_test, fewest_seeds_to_decide, signed_rank_critical_value
 
@@ -33,6 +32,7 @@ def paired_power(seeds: int, difference: float, sd: float, *, alpha: float, test
         return 0.0
     if test == "wilcoxon":
         return _wilcoxon_power(seeds, difference / sd, alpha)
+    from scipy import stats  # on first use: ~1 s that every run importing this module would pay
     df = seeds - 1
     return float(stats.nct.sf(stats.t.ppf(1 - alpha, df), df, difference / sd * math.sqrt(seeds)))
 
