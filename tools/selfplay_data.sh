@@ -10,13 +10,19 @@
 #
 # STOCKFISH: the engine binary (default /usr/games/stockfish); WORKERS: engine processes (default: all cores);
 # SEED: the games' seed; REPORT: where the logs go (default $DATA/logs). The held-out exclusions: the
-# shipped held-out files, so that the new data never contains a shipped validation or test position.
+# shipped held-out files, so that the new data never contains a shipped validation or test position, and
+# the files in EXCLUDE (space-separated): a second run with another SEED that must share no position with
+# the first lists all of the first run's files, e.g.
+#
+#   DATA=data/selfplay2 SEED=2027 EXCLUDE="data/selfplay/train.jsonl.gz rookworld/data/selfplay/rl.jsonl.gz
+#       rookworld/data/selfplay/validation.jsonl.gz rookworld/data/selfplay/test.jsonl.gz" bash tools/selfplay_data.sh
 set -uo pipefail
 DATA=${DATA:-data/selfplay}  # git-ignored (/data/)
 TARGET=${TARGET:-1100000}
 NODES=${NODES:-10000}
 LIMIT_S=${LIMIT_S:-480}
 SEED=${SEED:-2026}
+EXCLUDE=${EXCLUDE:-}
 WORKERS=${WORKERS:-$(nproc)}
 STOCKFISH=$(realpath "${STOCKFISH:-/usr/games/stockfish}")
 REPORT=${REPORT:-$DATA/logs}
@@ -33,6 +39,6 @@ fi
 
 python3 -m rookworld.data.annotate --selfplay "$TARGET" --shards "$DATA" --time-limit-s "$LIMIT_S" \
     --workers "$WORKERS" --nodes "$NODES" --seed "$SEED" --engine-path "$STOCKFISH" \
-    --exclude "$B/validation.jsonl" "$B/test.jsonl" 2>>"$REPORT/annotate.log"
+    --exclude "$B/validation.jsonl" "$B/test.jsonl" $EXCLUDE 2>>"$REPORT/annotate.log"
 tail -c 3000 "$REPORT/annotate.log" | tr '\r' '\n' | tail -4
 cat "$DATA/done.json"

@@ -9,7 +9,8 @@
 # SIZES: one per GPU (CUDA_VISIBLE_DEVICES=0, 1, ...); MINUTES: each run's time limit (sft.time_limit_min);
 # RUNS: where the runs go (default outputs/scaling); EVAL_DATA: data overrides of the evaluation (e.g.
 # data.policy_test=$DATA/heldout/test.jsonl.gz, the P: test pool); extra Hydra overrides of every SFT
-# run in OVERRIDES; DEVICE: cuda (default) or cpu.
+# run in OVERRIDES; EXPERIMENT: the preset of every run (default sft_selfplay; sft_selfplay_39m: the table
+# at the 39.1M shape); DEVICE: cuda (default) or cpu.
 set -uo pipefail
 DATA=${DATA:-data/selfplay}
 SIZES=${SIZES:-5600 50000 250000 all}
@@ -18,6 +19,7 @@ RUNS=${RUNS:-outputs/scaling}
 EVAL_DATA=${EVAL_DATA:-}
 OVERRIDES=${OVERRIDES:-}
 DEVICE=${DEVICE:-cuda}
+EXPERIMENT=${EXPERIMENT:-sft_selfplay}
 mkdir -p "$RUNS"
 
 one_size() {  # $1 size, $2 GPU index: SFT, then the test evaluation of its model
@@ -25,7 +27,7 @@ one_size() {  # $1 size, $2 GPU index: SFT, then the test evaluation of its mode
     if [ "$size" = all ]; then cp "$DATA/train.jsonl.gz" "$subset"
     else zcat "$DATA/train.jsonl.gz" | head -n "$size" | gzip -1 > "$subset"; fi
     export CUDA_VISIBLE_DEVICES=$2
-    python3 -m rookworld.sft experiment=sft_selfplay tracking=none device="$DEVICE" data.policy_train="$subset" \
+    python3 -m rookworld.sft experiment="$EXPERIMENT" tracking=none device="$DEVICE" data.policy_train="$subset" \
         sft.time_limit_min="$MINUTES" hydra.run.dir="$RUNS/run_$size" $OVERRIDES > "$RUNS/sft_$size.log" 2>&1
     bash "$(dirname "$0")/eval_test_part.sh" "$RUNS/run_$size/model" "$RUNS/test_scores_$size.json" \
         device="$DEVICE" $EVAL_DATA > "$RUNS/test_$size.log" 2>&1
