@@ -41,6 +41,21 @@ def run_hydra_main(main: Callable[[], object], config_name: str) -> None:
         sys.exit(stop.exit_code)
 
 
+def compose_command(overrides: list[str], config_name: str = "config"):
+    """rookworld.config.compose for a command that is not a @hydra.main (the data, caps and bench tools): a
+    typo in an override is a ConfigError saying what run_hydra_main would say (one line and exit 2 under
+    rookworld.errors.as_command)."""
+    from hydra.errors import ConfigCompositionException, OverrideParseException
+
+    from rookworld.config import compose
+    from rookworld.specs.rules import ConfigError
+
+    try:
+        return compose(overrides, config_name)
+    except (ConfigCompositionException, OverrideParseException) as error:
+        raise ConfigError(describe(error, overrides, config_name)) from None
+
+
 def help_text(config_name: str) -> str:
     """`--help`: the config's hydra.help.template with $APP_CONFIG_GROUPS as one line per config group, its
     options and its default. Hydra's own list names each group twice (conf/ and the project root that

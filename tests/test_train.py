@@ -1,6 +1,7 @@
 """The GRPO loop end to end on the tiny model, through the real training path."""
 import math
 import os
+import importlib
 import re
 from pathlib import Path
 from dataclasses import replace
@@ -254,6 +255,18 @@ def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, o
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == [f"rookworld: error: {line}"], proc.stderr
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no MLflow store
+
+
+@pytest.mark.parametrize("command", ["rookworld.data.caps", "rookworld.bench.eval_time", "rookworld.data.pass_rates"])
+def test_a_tool_command_names_a_typo_in_one_line(tmp_path, capsys, command):
+    """The tools that compose the config themselves say what `python -m rookworld.train` says."""
+    main = importlib.import_module(command).main
+    args = ["--out", str(tmp_path / "rates.jsonl")] if command.endswith("pass_rates") else []
+    with pytest.raises(SystemExit) as stop:
+        main([*args, "optimzer.lr=1e-4"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip() == ("rookworld: error: optimzer.lr=1e-4: no key 'optimzer.lr' in the config "
+                                               "(did you mean optimizer.lr?)")
 
 
 def test_help_says_what_the_command_does_and_lists_each_group_once(tmp_path):

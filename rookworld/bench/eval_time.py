@@ -21,7 +21,9 @@ from pathlib import Path
 import torch
 
 from rookworld.components import eval_problems, heldout_problems, load_policy
-from rookworld.config import compose, load_run
+from rookworld.composition import compose_command
+from rookworld.config import load_run
+from rookworld.errors import as_command
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
@@ -32,7 +34,7 @@ REPEATS = 3
 
 def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list[float], list, EvalResult, str]:
     """(seconds of each timed evaluation, the problems evaluated, the last evaluation, the device's name)."""
-    spec = load_run(compose(overrides))
+    spec = load_run(compose_command(overrides))
     device = resolve_device(spec.device)
     model, tokenizer = load_policy(spec.model, device)
     e = spec.eval
@@ -66,7 +68,8 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if args.repeats < 1:
         parser.error(f"--repeats={args.repeats}: at least one timed evaluation")
-    seconds, problems, result, device = timed_evaluation(args.overrides, args.repeats)
+    with as_command():  # a bad override or value: one line, exit 2
+        seconds, problems, result, device = timed_evaluation(args.overrides, args.repeats)
     metrics, n = result.metrics, len(problems)
     if args.scores is not None:
         args.scores.write_text(json.dumps({"tasks": [p.task for p in problems],

@@ -22,7 +22,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.config import compose, spec_of
+from rookworld.composition import compose_command
+from rookworld.config import spec_of
+from rookworld.errors import as_command
 
 from rookworld.data.positions import HELD_OUT_SPLITS, load_arbiter_problems, load_policy_problems
 from rookworld.model.tokenizer import ChessTokenizer
@@ -101,8 +103,9 @@ def main(argv: list[str] | None = None) -> None:
     config_name = "config"
     if overrides[:1] == ["--config"]:
         config_name, overrides = overrides[1], overrides[2:]
-    cfg = compose(overrides, config_name)
-    longest = longest_completions(cfg)
+    with as_command():  # a bad override or value: one line, exit 2
+        cfg = compose_command(overrides, config_name)
+        longest = longest_completions(cfg)
     for task in TASKS:
         cap = int(cfg.sampling.max_new_tokens[task])
         verdict = "fits" if cap >= longest[task] else f"CUTS correct answers (raise to >= {longest[task]})"

@@ -16,25 +16,24 @@ import argparse
 from pathlib import Path
 
 import torch
-from hydra.errors import ConfigCompositionException, OverrideParseException
 from tqdm import tqdm
 
 from rookworld.components import load_policy
-from rookworld.composition import describe
-from rookworld.config import compose, load_run
+from rookworld.composition import compose_command
+from rookworld.config import load_run
 from rookworld.data.difficulty import pass_rates_of, write_pass_rates
 from rookworld.data.positions import load_policy_problems
 from rookworld.errors import as_command
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
 from rookworld.rollout import decode_completions, generate_for_problems
-from rookworld.specs.rules import ConfigError, resolve_device
+from rookworld.specs.rules import resolve_device
 from rookworld.tasks import solves
 
 
 def measure(overrides: list[str], problems: int | None, batch: int) -> dict[str, float]:
     """{prompt: pass rate} of the first `problems` P: training problems (None: all) under the config."""
-    spec = load_run(compose(overrides))
+    spec = load_run(compose_command(overrides))
     device = resolve_device(spec.device)
     model, tokenizer = load_policy(spec.model, device)
     chosen = load_policy_problems("train", spec.data.as_mapping())[:problems]
@@ -75,11 +74,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--problems={args.problems}: at least one problem")
     if args.batch < 1:
         parser.error(f"--batch={args.batch}: at least one problem at a time")
-    with as_command():
-        try:
-            rates = measure(args.overrides, args.problems, args.batch)
-        except (ConfigCompositionException, OverrideParseException) as error:  # a typo: one line, exit 2
-            raise ConfigError(describe(error, args.overrides, "config")) from None
+    with as_command():  # a bad override or value: one line, exit 2
+        rates = measure(args.overrides, args.problems, args.batch)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     write_pass_rates(args.out, rates)
     print(f"{distribution(rates)}; written to {args.out}")
