@@ -31,8 +31,8 @@ def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     heldout = eval_problems(spec.eval, *parts, seed=spec.seed)  # its errors before the model loads
     sampler = make_sampler(spec)
     if isinstance(spec.reward, MoveValue):
-        require_move_values(sampler.problems["P"], spec.data, "train")
-        require_move_values(heldout, spec.data, spec.eval.split)
+        for problems, split in ((sampler.problems["P"], "train"), (heldout, spec.eval.split)):
+            require_move_values(problems, positions_of(spec.data, split), "reward=move_value")
     print(f"loading {spec.model.describe()} on {device}"
           + (f" ({_threads(torch.get_num_threads())})" if device.type == "cpu" else "")
           + f"; {spec.end_step} steps, {len(heldout)} held-out problems evaluated at step 0"
@@ -43,19 +43,23 @@ def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
                    tracker=tracker, hooks=list(hooks or []))
 
 
-def require_move_values(problems: list, data: Data, split: str) -> None:
-    """reward=move_value scores P: answers from every legal move's value: a ConfigError naming the data file
-    and the first P: position of `problems` (of part `split`) without action values, or whose values are
-    not its legal moves (read here, before the run starts, so the reward never meets a bad list)."""
-    where = data.as_mapping().get(f"policy_{split}") or f"the {data.kind} {split} positions"
+def require_move_values(problems: list, where: str, needed_by: str) -> None:
+    """`needed_by` (reward=move_value, eval.score=chess) scores P: answers from every legal move's value: a
+    ConfigError naming `where` (the data file or part) and the first P: position of `problems` without action
+    values, or whose values are not its legal moves (read before the run starts, so no score meets a bad list)."""
     for problem in (p for p in problems if p.task == "P"):
         if problem.truth.action_values is None:
-            raise ConfigError(f"reward=move_value needs action_values on every P: position: {where} has none for "
+            raise ConfigError(f"{needed_by} needs action_values on every P: position: {where} has none for "
                               f"{problem.truth.fen!r} (docs/rewards.md: the move-value data)")
         try:
             problem.truth.move_values
         except ValueError as error:
             raise ConfigError(f"{where}: {error}") from None
+
+
+def positions_of(data: Data, split: str) -> str:
+    """Where the P: positions of part `split` of `data` come from, for an error message."""
+    return data.as_mapping().get(f"policy_{split}") or f"the {data.kind} {split} positions"
 
 
 def _threads(count: int) -> str:
@@ -73,11 +77,15 @@ def eval_problems(eval_spec: Eval, policy_heldout: list, arbiter_heldout: list, 
     and the first eval.num_arbiter A: ones or, with eval.arbiter_cases, that many in those case shares; with
     eval.draw=blocks, block `seed` (modulo the blocks the part holds) of each task's seeded shuffle."""
     if eval_spec.draw == "blocks":
-        return (draw_block(policy_heldout, eval_spec.num_policy, seed, "policy")
-                + draw_block(arbiter_heldout, eval_spec.num_arbiter, seed, "arbiter"))
-    if eval_spec.arbiter_cases is None:
-        return policy_heldout[: eval_spec.num_policy] + arbiter_heldout[: eval_spec.num_arbiter]
-    return policy_heldout[: eval_spec.num_policy] + _first_of_each_case(arbiter_heldout, eval_spec)
+        chosen = (draw_block(policy_heldout, eval_spec.num_policy, seed, "policy")
+                  + draw_block(arbiter_heldout, eval_spec.num_arbiter, seed, "arbiter"))
+    elif eval_spec.arbiter_cases is None:
+        chosen = policy_heldout[: eval_spec.num_policy] + arbiter_heldout[: eval_spec.num_arbiter]
+    else:
+        chosen = policy_heldout[: eval_spec.num_policy] + _first_of_each_case(arbiter_heldout, eval_spec)
+    if eval_spec.score == "chess":
+        require_move_values(chosen, f"the {eval_spec.split} part", "eval.score=chess")
+    return chosen
 
 
 DRAW_SHUFFLE_SEED = 0  # one shuffle of each part for every run: the blocks of two seeds never overlap

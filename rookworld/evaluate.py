@@ -15,8 +15,13 @@ The per-field rates are the reward criteria of each task (rookworld/tasks/, docs
   eval/A/format       four fields: a valid FEN, a task reward value, flags 0/1
   eval/A/next_state   exact next FEN
   eval/A/reward, eval/A/terminated, eval/A/truncated   each field exact
-  eval/P/score = mean(format, legal_best, best_move, top5)
-  eval/A/score = ½·next_state + ½·mean(reward, terminated, truncated)
+The task scores, by eval.score (conf/eval/default.yaml):
+  graduated (default):
+    eval/P/score = mean(format, legal_best, best_move, top5)
+    eval/A/score = ½·next_state + ½·mean(reward, terminated, truncated)
+  chess (what a player keeps; the held-out P: positions need action values):
+    eval/P/score = 1 - win_prob_loss   (the win probability the B: move keeps; an illegal one keeps none)
+    eval/A/score = next_state          (the exact next position)
   eval/score   = ½·eval/P/score + ½·eval/A/score  (both held-out sets always, whatever the task mix,
                  so runs with different mixes compare; this is what sweeps optimise)
   eval/score_se = the standard error of eval/score from the per-problem task scores:
@@ -68,22 +73,30 @@ def _mean_by_key(rows: list[dict[str, float]]) -> dict[str, float]:
     return {k: sum(r[k] for r in rows if k in r) / sum(1 for r in rows if k in r) for k in sorted(keys)}
 
 
-def task_scores(metrics: dict[str, float]) -> dict[str, float]:
-    p = [metrics.get(f"eval/P/{k}", 0.0) for k in ("format", "legal_best", "best_move", "top5")]
-    a_fields = [metrics.get(f"eval/A/{k}", 0.0) for k in ("reward", "terminated", "truncated")]
-    p_score = sum(p) / len(p)
-    a_score = 0.5 * metrics.get("eval/A/next_state", 0.0) + 0.5 * sum(a_fields) / len(a_fields)
+def task_scores(metrics: dict[str, float], score: str) -> dict[str, float]:
+    """eval/P/score, eval/A/score and eval/score of task metrics under the formula `score` (eval.score,
+    rookworld/specs/eval.py: graduated | chess)."""
+    if score == "chess":
+        p_score = 1.0 - metrics.get("eval/P/win_prob_loss", 1.0)
+        a_score = metrics.get("eval/A/next_state", 0.0)
+    else:
+        p = [metrics.get(f"eval/P/{k}", 0.0) for k in ("format", "legal_best", "best_move", "top5")]
+        a_fields = [metrics.get(f"eval/A/{k}", 0.0) for k in ("reward", "terminated", "truncated")]
+        p_score = sum(p) / len(p)
+        a_score = 0.5 * metrics.get("eval/A/next_state", 0.0) + 0.5 * sum(a_fields) / len(a_fields)
     return {"eval/P/score": p_score, "eval/A/score": a_score, "eval/score": 0.5 * (p_score + a_score)}
 
 
-def problem_score(problem: Problem, scored: dict[str, float]) -> float:
+def problem_score(problem: Problem, scored: dict[str, float], score: str) -> float:
     """One problem's share of eval/score: its task's score formula (eval/P/score or eval/A/score) on its own
     criteria; the paired per-position values a statistical pruner compares across trials."""
-    return task_scores({f"eval/{problem.task}/{k}": v for k, v in scored.items()})[f"eval/{problem.task}/score"]
+    own = {f"eval/{problem.task}/{k}": v for k, v in scored.items()}
+    return task_scores(own, score)[f"eval/{problem.task}/score"]
 
 
 def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tokens: dict[str, int],
-             batch_size: int, num_samples_logged: int, generator: torch.Generator | None = None) -> EvalResult:
+             batch_size: int, num_samples_logged: int, *, score: str,
+             generator: torch.Generator | None = None) -> EvalResult:
     """Greedy completions for every held-out problem, scored field by field. `decoder`: the trainer's
     (make_decoder: StaticDecoder on CUDA, used with its generator, which keeps its captured graphs
     valid; greedy decoding draws nothing from it), or a PlainDecoder."""
@@ -96,7 +109,7 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
         for problem, completion in zip(chunk, decode_completions(tokenizer, rollout)):
             scored = score_heldout(problem, completion)
             rows[problem.task].append(scored)
-            problem_scores.append(problem_score(problem, scored))
+            problem_scores.append(problem_score(problem, scored, score))
             if len(samples) < num_samples_logged:
                 samples.append({"task": problem.task, "prompt": problem.prompt_text,
                                 "completion": completion, "reward": reward_fn(problem, completion).total,
@@ -107,7 +120,7 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
             metrics.update({f"eval/{task}/{k}": v for k, v in _mean_by_key(task_rows).items()})
     skill, notes = skill_metrics(rows["P"])
     metrics.update(skill)
-    metrics.update(task_scores(metrics))
+    metrics.update(task_scores(metrics, score))
     metrics["eval/score_se"] = score_standard_error([p.task for p in problems], problem_scores)
     return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores, notes=notes)
 

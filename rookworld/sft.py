@@ -93,7 +93,7 @@ def run(cfg: DictConfig) -> dict[str, float]:
         core.eval()
         with torch.no_grad(), autocast():
             result = evaluate(PlainDecoder(core), tokenizer, evaluated, reward_fn, max_new_tokens,
-                              spec.eval.batch_size, spec.eval.num_samples_logged)
+                              spec.eval.batch_size, spec.eval.num_samples_logged, score=spec.eval.score)
         metrics = {**result.metrics, **{name: heldout_loss(core, batches, device, autocast)
                                         for name, batches in eval_batches.items()}}
         tracker.log_metrics(metrics, step=step)

@@ -335,7 +335,7 @@ class Trainer:
         if result is None:
             with torch.no_grad(), self._autocast():
                 result = evaluate(self.decoder, self.tokenizer, self.heldout, self.reward_fn, self.max_new_tokens,
-                                  e.batch_size, e.num_samples_logged, generator=self.generator)
+                                  e.batch_size, e.num_samples_logged, score=e.score, generator=self.generator)
             if cache is not None:
                 cache.store(result)
         self.tracker.log_metrics(result.metrics, step=step)
@@ -359,7 +359,7 @@ class Trainer:
         if not e.cache_dir:
             return None
         settings = {"max_new_tokens": self.max_new_tokens, "batch_size": e.batch_size,
-                    "num_samples_logged": e.num_samples_logged,
+                    "num_samples_logged": e.num_samples_logged, "score": e.score,
                     "reward": cfg.resolved["reward"], "model": cfg.resolved["model"], "device": self.device.type,
                     "decoder": type(self.decoder).__name__ if self.decoder is not None else "plain",
                     "torch": torch.__version__}

@@ -322,8 +322,8 @@ def test_evaluation_through_the_decoder_scores_like_the_plain_sampler():
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
     problems = load_policy_problems("validation")[:6] + load_arbiter_problems("validation")[:6]
     caps = {"P": 112, "A": 64}
-    plain = evaluate(PlainDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0)
-    fast = evaluate(StaticDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0,
+    plain = evaluate(PlainDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0, score="graduated")
+    fast = evaluate(StaticDecoder(model), tokenizer, problems, GraduatedReward(), caps, 8, 0, score="graduated",
                     generator=torch.Generator().manual_seed(0))
     assert fast.metrics == plain.metrics
     assert plain.metrics["eval/A/format"] > 0.5  # real completions, not empty ones

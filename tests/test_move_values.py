@@ -8,9 +8,9 @@ import re
 import chess
 import pytest
 
-from rookworld.components import build_trainer, require_move_values
-from rookworld.config import ConfigError, load_run
-from rookworld.evaluate import evaluate, skill_metrics
+from rookworld.components import build_trainer, eval_problems, heldout_problems, positions_of, require_move_values
+from rookworld.config import ConfigError, compose, load_run
+from rookworld.evaluate import evaluate, problem_score, skill_metrics, task_scores
 from rookworld.model.sampling import PlainDecoder
 from rookworld.data.move_cases import random_game_positions
 from rookworld.data.positions import BUNDLED, load_policy_problems
@@ -272,11 +272,11 @@ def test_a_move_value_run_names_the_data_file_whose_positions_lack_values(tmp_pa
     path = write(tmp_path / "train.jsonl", [record(chess.STARTING_FEN, START_VALUES), record(SCHOLAR, None)])
     data = training_data(path)
     problems = load_policy_problems("train", path)
-    require_move_values(problems[:1], data, "train")
+    require_move_values(problems[:1], positions_of(data, "train"), "reward=move_value")
     with pytest.raises(ConfigError, match=re.escape(f"{path} has none for {SCHOLAR!r}")):
-        require_move_values(problems, data, "train")
+        require_move_values(problems, positions_of(data, "train"), "reward=move_value")
     with pytest.raises(ConfigError, match="the bundled test positions has none"):
-        require_move_values(load_policy_problems("test")[:1], data, "test")
+        require_move_values(load_policy_problems("test")[:1], positions_of(data, "test"), "reward=move_value")
 
 
 def test_a_move_value_run_refuses_values_that_are_not_the_legal_moves_before_it_starts(tmp_path):
@@ -284,7 +284,7 @@ def test_a_move_value_run_refuses_values_that_are_not_the_legal_moves_before_it_
     data = training_data(path)
     with pytest.raises(ConfigError, match=re.escape(f"{path}: action_values of {chess.STARTING_FEN!r} must list "
                                                     f"every legal move (missing ['{START_VALUES[-1][0]}']")):
-        require_move_values(load_policy_problems("train", path), data, "train")
+        require_move_values(load_policy_problems("train", path), positions_of(data, "train"), "reward=move_value")
 
 
 # ---- the held-out chess-skill metrics (rookworld/evaluate.py) ---------------------------------
@@ -337,11 +337,48 @@ def test_an_evaluation_reports_the_skill_metrics(tiny_model):
     model, tokenizer = tiny_model
     problems = [policy_problem(hand_truth(SCHOLAR, SCHOLAR_VALUES, -2.0)),
                 policy_problem(hand_truth(chess.STARTING_FEN, START_SKILL_VALUES, 0.0))]
-    result = evaluate(PlainDecoder(model), tokenizer, problems, MoveValueReward(), {"P": 24, "A": 24}, 2, 2)
+    result = evaluate(PlainDecoder(model), tokenizer, problems, MoveValueReward(), {"P": 24, "A": 24}, 2, 2,
+                      score="graduated")
     for key in ("win_prob_loss", "cp_loss_median", "blunder", "mate_in_one", "only_move", "best_move"):
         assert {f"eval/P/{key}", f"eval/P/{key}_se", f"eval/P/{key}_n"} <= result.metrics.keys()
     assert result.notes == [] and result.metrics["eval/P/mate_in_one_n"] == 1.0
     assert "move_value" not in result.samples[0] and result.samples[0]["reward"] >= -0.3
+
+
+def test_the_chess_score_keeps_the_win_probability_of_the_b_move_and_the_exact_next_state():
+    """eval.score=chess against the formula worked by hand (docs/metrics.md): P: 1 - the win-probability
+    loss of the B: move (b1c3: 1 - 0.44499; the illegal e1e2 keeps none of win(+0.31) = 0.52850), A: 1 for
+    the exact next position; eval/score half of each task's mean."""
+    scholar, start = hand_truth(SCHOLAR, SCHOLAR_VALUES, -2.0), hand_truth(chess.STARTING_FEN, START_SKILL_VALUES, 0.0)
+    mate = arbiter_problem(arbiter_truth(SCHOLAR, "f3f7", ("f3f7",)))
+    answered = [(policy_problem(scholar), completion(["b1c3"], ["0.6"], "b1c3", SCHOLAR)),
+                (policy_problem(start), completion(["e1e2"], ["0.3"], "e1e2", chess.STARTING_FEN)),
+                (mate, render_arbiter_completion(mate.truth)), (mate, "garbage")]
+    rows = [(problem, score_heldout(problem, text)) for problem, text in answered]
+    per_problem = [problem_score(problem, scored, "chess") for problem, scored in rows]
+    assert per_problem == pytest.approx([1 - 0.44499, 1 - 0.52850, 1.0, 0.0], abs=1e-5)
+    scores = task_scores({"eval/P/win_prob_loss": (0.44499 + 0.52850) / 2, "eval/A/next_state": 0.5}, "chess")
+    assert scores["eval/score"] == pytest.approx(0.5 * (1 - (0.44499 + 0.52850) / 2) + 0.5 * 0.5)
+    assert scores["eval/P/score"] == pytest.approx(sum(per_problem[:2]) / 2, abs=1e-5)  # the mean of its problems
+
+
+def test_an_evaluation_under_the_chess_score_reports_it(tiny_model):
+    model, tokenizer = tiny_model
+    problems = [policy_problem(hand_truth(SCHOLAR, SCHOLAR_VALUES, -2.0)),
+                policy_problem(hand_truth(chess.STARTING_FEN, START_SKILL_VALUES, 0.0)),
+                arbiter_problem(arbiter_truth(SCHOLAR, "f3f7", ("f3f7",))), arbiter_problem(arbiter_truth(SCHOLAR, "b1c3", ("b1c3",)))]
+    m = evaluate(PlainDecoder(model), tokenizer, problems, MoveValueReward(), {"P": 24, "A": 24}, 4, 0,
+                 score="chess").metrics
+    assert m["eval/P/score"] == pytest.approx(1 - m["eval/P/win_prob_loss"])
+    assert m["eval/A/score"] == pytest.approx(m["eval/A/next_state"])
+    assert m["eval/score"] == pytest.approx(0.5 * (m["eval/P/score"] + m["eval/A/score"]))
+
+
+def test_the_chess_score_refuses_held_out_positions_without_action_values():
+    spec = load_run(compose(["eval.score=chess", "data=bundled"]))
+    with pytest.raises(ConfigError, match=r"^eval.score=chess needs action_values on every P: position: the "
+                                          r"validation part has none for "):
+        eval_problems(spec.eval, *heldout_problems("validation", spec.data), seed=0)
 
 
 # ---- a training run with reward=move_value -----------------------------------------------------

@@ -67,7 +67,8 @@ def test_shipped_checkpoint_produces_format_valid_arbiter_completions():
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
     assert sum(p.numel() for p in model.parameters()) > 10e6
     sample = random.Random(0).sample(load_arbiter_problems("validation"), 32)
-    result = evaluate(PlainDecoder(model), tokenizer, sample, GraduatedReward(), {"P": 112, "A": 64}, 32, 0)
+    result = evaluate(PlainDecoder(model), tokenizer, sample, GraduatedReward(), {"P": 112, "A": 64}, 32, 0,
+                      score="graduated")
     rate = result.metrics["eval/A/format"]
     print(f"rookworld_tiny A: format-valid rate on 32 held-out transitions: {rate:.3f}")
     assert rate >= FORMAT_THRESHOLD

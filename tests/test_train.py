@@ -290,7 +290,7 @@ def test_help_says_what_the_command_does_and_lists_each_group_once(tmp_path):
     "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
     "task_mix.P=abc", "data.kind=foo", "data=rookworld7m data.heldout=hubb", "data.arbiter_cases.normal=-1",
     "tracking.flush_interval_s=0", "sampling.finish_check_every=0", "tracking.param_value_max=2", "eval.cache_dir=",
-    "eval.split=heldout",
+    "eval.split=heldout", "eval.score=elo",
 ])
 def test_config_validation_names_the_bad_value(tmp_path, override):
     *extra, bad = override.split()

@@ -45,7 +45,7 @@ def timed_evaluation(overrides: list[str], repeats: int = REPEATS) -> tuple[list
 
     def run(chunk: list) -> EvalResult:
         with torch.no_grad(), autocast_for(device, spec.model.dtype):
-            result = evaluate(decoder, tokenizer, chunk, reward_fn, caps, e.batch_size, 0)
+            result = evaluate(decoder, tokenizer, chunk, reward_fn, caps, e.batch_size, 0, score=e.score)
         if device.type == "cuda":
             torch.cuda.synchronize()
         return result

@@ -8,6 +8,7 @@ from rookworld.data.records import HELD_OUT_SPLITS
 from rookworld.specs.rules import ConfigError, one_of, require
 
 
+SCORES = ("graduated", "chess")  # eval.score: the task-score formulas of rookworld/evaluate.py
 DRAWS = ("first", "blocks")  # the held-out problems evaluated: the first ones, or the run seed's block
 
 
@@ -22,10 +23,12 @@ class Eval:
     batch_size: int
     num_samples_logged: int
     cache_dir: str | None
+    score: str
 
     def __post_init__(self):
         one_of("eval.split", self.split, HELD_OUT_SPLITS)
         one_of("eval.draw", self.draw, DRAWS)
+        one_of("eval.score", self.score, SCORES)
         require(self.draw == "first" or self.arbiter_cases is None, "eval.draw", self.draw,
                 "blocks draws from the held-out mix: set eval.arbiter_cases=null")
         require(self.every >= 0, "eval.every", self.every, "must be >= 0 (0 = only at the start and the end)")
