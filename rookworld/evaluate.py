@@ -50,6 +50,7 @@ import torch
 
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems
 from rookworld.tasks import Problem, perfect_completion, score_heldout
+from rookworld.tracking import CHANGE_METRIC, CHANGE_SE_METRIC
 
 @dataclass
 class EvalResult:
@@ -176,7 +177,6 @@ def score_standard_error(tasks: list[str], values: list[float]) -> float:
 
 
 IMPROVED, WORSE, NO_CHANGE = "improved", "worse", "no_change"  # the run's change: the tag rookworld.change
-CHANGE_METRIC, CHANGE_SE_METRIC = "change/eval_score", "change/stderr"  # the change and its paired standard error
 
 
 def classify_change(change: float, paired_se: float) -> str:

@@ -29,11 +29,6 @@ def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr
     return floor + 0.5 * (peak_lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
-def schedule_uses_steps(min_lr_ratio: float) -> bool:
-    """Whether lr_at depends on the run's total steps: the cosine decays to a floor below the peak."""
-    return min_lr_ratio < 1
-
-
 def load_state_keeping_settings(optimizer: torch.optim.Optimizer, state: dict) -> None:
     """Load a checkpoint's optimizer state (moments, step counts) but keep the hyperparameters of the
     optimizer's param groups, which come from the current config (load_state_dict would replace them

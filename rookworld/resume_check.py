@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from rookworld.optim import schedule_uses_steps
+from rookworld.specs.optimizer import schedule_uses_steps
 from rookworld.specs.rules import ConfigError
 from rookworld.specs.run import RunSpec
 

@@ -5,24 +5,29 @@ failed outcome) is what the Optuna sweeper optimises, its `outcome` what the stu
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rookworld.components import build_trainer
 from rookworld.config import PROJECT_TARGETS, load_run, resumed_config
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command, in_multirun, to_run_log
-from rookworld.evaluate import Change, judge_change
 from rookworld.hooks import build_step_hooks, run_link
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
-from rookworld.trainer import RunResult, Trainer
+
+if TYPE_CHECKING:  # torch and the model load in run(): a sweep's launcher and a refused command never need them
+    from rookworld.evaluate import Change
+    from rookworld.trainer import RunResult, Trainer
 
 
 def run(cfg: DictConfig) -> RunResult:
     """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
     fails before a run exists. A run that evaluated at step 0 and at its end says what changed: the last
     line printed, in the run's log, and on the MLflow run (tag rookworld.change, metrics change/*)."""
+    from rookworld.components import build_trainer
+
     spec = load_run(cfg)
     trainer = build_trainer(spec, NullTracker(), build_step_hooks(cfg))
     with make_tracker(cfg, run_link(cfg)) as tracker:
@@ -42,6 +47,8 @@ def run(cfg: DictConfig) -> RunResult:
 
 def run_change(trainer: Trainer, result: RunResult) -> Change | None:
     """eval/score from step 0 to the final evaluation; None without both (a resumed or failed run)."""
+    from rookworld.evaluate import judge_change
+
     if trainer.first_eval is None or trainer.last_eval is None or not result.final_eval:
         return None
     return judge_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps)

@@ -10,6 +10,12 @@ from rookworld.specs.rules import ConfigError, one_of, require
 NAMES = ("adamw", "sgd")
 
 
+def schedule_uses_steps(min_lr_ratio: float) -> bool:
+    """Whether rookworld.optim.lr_at depends on the run's total steps: the cosine decays to a floor below
+    the peak."""
+    return min_lr_ratio < 1
+
+
 @dataclass(frozen=True)
 class Schedule:
     """What every optimizer option shares: the name and the LR schedule."""

@@ -24,11 +24,10 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from rookworld.evaluate import CHANGE_METRIC
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
-from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
+from rookworld.tracking import CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
 
 if TYPE_CHECKING:
     import optuna
