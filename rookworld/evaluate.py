@@ -80,11 +80,13 @@ def task_scores(metrics: dict[str, float], score: str) -> dict[str, float]:
     if score == "chess":
         p_score = 1.0 - metrics.get("eval/P/win_prob_loss", 1.0)
         a_score = metrics.get("eval/A/next_state", 0.0)
-    else:
+    elif score == "graduated":
         p = [metrics.get(f"eval/P/{k}", 0.0) for k in ("format", "legal_best", "best_move", "top5")]
         a_fields = [metrics.get(f"eval/A/{k}", 0.0) for k in ("reward", "terminated", "truncated")]
         p_score = sum(p) / len(p)
         a_score = 0.5 * metrics.get("eval/A/next_state", 0.0) + 0.5 * sum(a_fields) / len(a_fields)
+    else:  # never silently another formula
+        raise ValueError(f"score={score!r}: graduated or chess")
     return {"eval/P/score": p_score, "eval/A/score": a_score, "eval/score": 0.5 * (p_score + a_score)}
 
 
