@@ -52,7 +52,8 @@ from rookworld.data.action_values import throughput_line as action_values_throug
 from rookworld.data.move_cases import (classify_position, random_endgame_board, random_game_positions, recent_history,
                                        with_seventyfive_clock)
 from rookworld.data.phase import OPENING_MAX_FULLMOVE, game_phase
-from rookworld.data.records import at_line, iter_jsonl, open_text, position_key, read_jsonl, write_jsonl
+from rookworld.data.records import (at_line, excluded_positions, iter_jsonl, open_text, position_key, read_jsonl,
+                                    write_jsonl)
 from rookworld.data.selfplay import GameSettings, PlaySettings
 from rookworld.data.shards import run_shards, throughput_line
 from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
@@ -463,16 +464,6 @@ def run_action_value_blocks(args: argparse.Namespace) -> None:
                              positions_per_block=args.positions_per_block, engine_kwargs=engine_knobs(args))
     print(f"wrote {done['positions']} positions with action values to {args.output}", file=sys.stderr)
     print(action_values_throughput(done, args.workers), file=sys.stderr)
-
-
-def excluded_positions(paths: list[str]) -> frozenset[str]:
-    """The position keys of the --exclude files."""
-    keys: set[str] = set()
-    for path in paths:
-        for line_no, record in iter_jsonl(path):
-            with at_line(path, line_no):
-                keys.add(position_key(record["fen"]))
-    return frozenset(keys)
 
 
 def run_arbiter(args: argparse.Namespace, rng: random.Random) -> None:

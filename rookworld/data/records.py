@@ -74,6 +74,16 @@ def position_key(fen: str) -> str:
     return " ".join(fen.split()[:4])
 
 
+def excluded_positions(paths: list[str]) -> frozenset[str]:
+    """The position keys of the records of these JSONL files (the data commands' --exclude files)."""
+    keys: set[str] = set()
+    for path in paths:
+        for line_no, record in iter_jsonl(path):
+            with at_line(path, line_no):
+                keys.add(position_key(record["fen"]))
+    return frozenset(keys)
+
+
 def check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {' | '.join(SPLITS)}, got {split!r}")

@@ -1,0 +1,91 @@
+"""`python -m rookworld.data.check_positions`: new positions in check, one checking move away from
+annotated positions, for the supervised warm start.
+
+A position in check is where a warm start most often proposes an illegal best move: only king
+moves, captures of the checker and interpositions are legal, and the model has to see that. The
+self-play splits hold about one such position in ten. This command plays one checking move (chosen
+with a seeded coin among all of them) from each sampled parent position and keeps the child when it is
+new: not mate or stalemate, not in the input, not in an --exclude file, not made twice. Each row keeps
+its parent's game and split (a derived position stays on its parent's side of every split), and has
+no candidates yet: label it with the annotator's --relabel, which keeps every other field:
+
+    python -m rookworld.data.check_positions data/selfplay/train.jsonl.gz --output check.jsonl.gz \
+        --exclude data/selfplay/validation.jsonl.gz data/selfplay/test.jsonl.gz --fraction 0.1
+    python -m rookworld.data.annotate --relabel check.jsonl.gz --output check_labelled.jsonl.gz \
+        --nodes 10000 --workers 16
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+from typing import Iterable, Iterator
+
+import chess
+
+from rookworld.data.phase import game_phase
+from rookworld.data.records import excluded_positions, iter_jsonl, position_key, write_jsonl
+from rookworld.tasks.arbiter import MAX_HISTORY
+
+
+def checking_moves(board: chess.Board) -> list[chess.Move]:
+    """Legal moves after which the other side is in check and the game goes on."""
+    moves = []
+    for move in board.legal_moves:
+        if not board.gives_check(move):
+            continue
+        board.push(move)
+        if not board.is_game_over():
+            moves.append(move)
+        board.pop()
+    return moves
+
+
+def derive(records: Iterable[dict], rng: random.Random, fraction: float, exclude: frozenset[str]) -> Iterator[dict]:
+    """One child in check per sampled parent, new positions only, in input order."""
+    seen = set(exclude)
+    for record in records:
+        if rng.random() >= fraction:
+            continue
+        board = chess.Board(record["fen"])
+        moves = checking_moves(board)
+        if not moves:
+            continue
+        move = rng.choice(moves)
+        board.push(move)
+        key = position_key(board.fen())
+        if key in seen:
+            continue
+        seen.add(key)
+        history = (list(record.get("history", [])) + [move.uci()])[-MAX_HISTORY:]
+        kept = {key: record[key] for key in ("game", "split") if key in record}
+        yield {"fen": board.fen(), "history": history, "phase": game_phase(board),
+               "source": f"check:{record.get('source', 'unknown')}", **kept}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m rookworld.data.check_positions",
+                                     description=__doc__.split("\n\n")[0])
+    parser.add_argument("input", help="annotated JSONL(.gz): the parent positions (their keys are excluded too)")
+    parser.add_argument("--output", required=True, help="JSONL(.gz) of the children, without candidates")
+    parser.add_argument("--exclude", nargs="*", default=[], help="JSONL whose positions to skip (the held-out parts)")
+    parser.add_argument("--fraction", type=float, default=1.0, help="share of parents sampled (seeded)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the parent sample and the checking move")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not 0 < args.fraction <= 1:
+        parser.error(f"--fraction {args.fraction}: must be in (0, 1]")
+    records = [record for _, record in iter_jsonl(args.input)]
+    exclude = excluded_positions(args.exclude) | {position_key(r["fen"]) for r in records}
+    n = write_jsonl(args.output, derive(records, random.Random(args.seed), args.fraction, exclude))
+    print(f"wrote {n} positions in check to {args.output} (from {len(records)} parents, "
+          f"fraction {args.fraction:g}, seed {args.seed})", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
