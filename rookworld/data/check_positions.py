@@ -23,6 +23,7 @@ import sys
 from typing import Iterable, Iterator
 
 import chess
+from tqdm import tqdm
 
 from rookworld.data.phase import game_phase
 from rookworld.data.records import excluded_positions, iter_jsonl, position_key, write_jsonl
@@ -82,7 +83,8 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"--fraction {args.fraction}: must be in (0, 1]")
     records = [record for _, record in iter_jsonl(args.input)]
     exclude = excluded_positions(args.exclude) | {position_key(r["fen"]) for r in records}
-    n = write_jsonl(args.output, derive(records, random.Random(args.seed), args.fraction, exclude))
+    parents = tqdm(records, desc="parent positions", unit="pos", smoothing=0.05, file=sys.stderr)
+    n = write_jsonl(args.output, derive(parents, random.Random(args.seed), args.fraction, exclude))
     print(f"wrote {n} positions in check to {args.output} (from {len(records)} parents, "
           f"fraction {args.fraction:g}, seed {args.seed})", file=sys.stderr)
 
