@@ -3,14 +3,14 @@ annotated positions, for the supervised warm start.
 
 A position in check is where a warm start most often proposes an illegal best move: only king
 moves, captures of the checker and interpositions are legal, and the model has to see that. The
-self-play splits hold about one such position in ten. This command plays one checking move (chosen
+self-play train split has 7.2% of them. This command plays one checking move (chosen
 with a seeded coin among all of them) from each sampled parent position and keeps the child when it is
 new: not mate or stalemate, not in the input, not in an --exclude file, not made twice. Each row keeps
 its parent's game and split (a derived position stays on its parent's side of every split), and has
 no candidates yet: label it with the annotator's --relabel, which keeps every other field:
 
     python -m rookworld.data.check_positions data/selfplay/train.jsonl.gz --output check.jsonl.gz \
-        --exclude data/selfplay/validation.jsonl.gz data/selfplay/test.jsonl.gz --fraction 0.1
+        --exclude rookworld/data/selfplay/{rl,validation,test}.jsonl.gz --fraction 0.3
     python -m rookworld.data.annotate --relabel check.jsonl.gz --output check_labelled.jsonl.gz \
         --nodes 10000 --workers 16
 """
