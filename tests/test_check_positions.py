@@ -44,7 +44,8 @@ def test_a_child_is_its_parent_after_the_last_move_of_its_history() -> None:
 def test_the_same_seed_makes_the_same_children_and_the_fraction_samples_parents() -> None:
     parents = read_jsonl(PARENTS)
     derive = check_positions.derive
-    assert list(derive(parents, random.Random(5), 1.0, frozenset())) == list(derive(parents, random.Random(5), 1.0, frozenset()))
+    first, again = (list(derive(parents, random.Random(5), 1.0, frozenset())) for _ in range(2))
+    assert first == again
     assert len(list(derive(parents, random.Random(5), 0.2, frozenset()))) < len(parents) * 0.3
 
 
@@ -52,6 +53,21 @@ def test_a_bad_fraction_is_refused_in_one_line(capsys: pytest.CaptureFixture) ->
     with pytest.raises(SystemExit):
         check_positions.main([str(PARENTS), "--output", "x.jsonl", "--fraction", "1.5"])
     assert "--fraction 1.5: must be in (0, 1]" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("text, named", [(None, "nowhere.jsonl"), ('{"fen": "not a fen"}\n', "not a fen"),
+                                         ('{"history": []}\n', "parents.jsonl:1: missing key 'fen'")])
+def test_a_missing_file_or_bad_record_is_refused_in_one_line(tmp_path: Path, capsys: pytest.CaptureFixture,
+                                                             text: str | None, named: str) -> None:
+    parents = tmp_path / ("nowhere.jsonl" if text is None else "parents.jsonl")
+    if text is not None:
+        parents.write_text(text)
+    with pytest.raises(SystemExit) as exit_info:
+        check_positions.main([str(parents), "--output", str(tmp_path / "out.jsonl")])
+    err = capsys.readouterr().err
+    last = err.strip().splitlines()[-1]  # after the progress bar, if it started
+    assert exit_info.value.code == 2 and last.startswith("check_positions: error:") and named in last
+    assert "Traceback" not in err
 
 
 @pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")

@@ -366,7 +366,8 @@ def test_an_evaluation_under_the_chess_score_reports_it(tiny_model):
     model, tokenizer = tiny_model
     problems = [policy_problem(hand_truth(SCHOLAR, SCHOLAR_VALUES, -2.0)),
                 policy_problem(hand_truth(chess.STARTING_FEN, START_SKILL_VALUES, 0.0)),
-                arbiter_problem(arbiter_truth(SCHOLAR, "f3f7", ("f3f7",))), arbiter_problem(arbiter_truth(SCHOLAR, "b1c3", ("b1c3",)))]
+                arbiter_problem(arbiter_truth(SCHOLAR, "f3f7", ("f3f7",))),
+                arbiter_problem(arbiter_truth(SCHOLAR, "b1c3", ("b1c3",)))]
     m = evaluate(PlainDecoder(model), tokenizer, problems, MoveValueReward(), {"P": 24, "A": 24}, 4, 0,
                  score="chess").metrics
     assert m["eval/P/score"] == pytest.approx(1 - m["eval/P/win_prob_loss"])

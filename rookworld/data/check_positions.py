@@ -26,7 +26,7 @@ import chess
 from tqdm import tqdm
 
 from rookworld.data.phase import game_phase
-from rookworld.data.records import excluded_positions, iter_jsonl, position_key, write_jsonl
+from rookworld.data.records import excluded_positions, position_key, read_jsonl, write_jsonl
 from rookworld.tasks.arbiter import MAX_HISTORY
 
 
@@ -81,13 +81,15 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
         parser.error(f"--fraction {args.fraction}: must be in (0, 1]")
-    records = [record for _, record in iter_jsonl(args.input)]
-    exclude = excluded_positions(args.exclude) | {position_key(r["fen"]) for r in records}
-    parents = tqdm(records, desc="parent positions", unit="pos", smoothing=0.05, file=sys.stderr)
-    n = write_jsonl(args.output, derive(parents, random.Random(args.seed), args.fraction, exclude))
+    try:
+        records = read_jsonl(args.input)
+        exclude = excluded_positions([*args.exclude, args.input])
+        parents = tqdm(records, desc="parent positions", unit="pos", smoothing=0.05, file=sys.stderr)
+        n = write_jsonl(args.output, derive(parents, random.Random(args.seed), args.fraction, exclude))
+    except (ValueError, FileNotFoundError) as error:  # a missing file, a bad record or FEN: one line
+        parser.exit(2, f"check_positions: error: {error}\n")
     print(f"wrote {n} positions in check to {args.output} (from {len(records)} parents, "
           f"fraction {args.fraction:g}, seed {args.seed})", file=sys.stderr)
-
 
 if __name__ == "__main__":
     main()
