@@ -17,16 +17,15 @@ no candidates yet: label it with the annotator's --relabel, which keeps every ot
 
 from __future__ import annotations
 
-import argparse
 import random
 import sys
 from typing import Iterable, Iterator
 
 import chess
-from tqdm import tqdm
 
+from rookworld.data.derived import derived_parser, write_derived
 from rookworld.data.phase import game_phase
-from rookworld.data.records import excluded_positions, position_key, read_jsonl, write_jsonl
+from rookworld.data.records import position_key
 from rookworld.tasks.arbiter import MAX_HISTORY
 
 
@@ -65,31 +64,20 @@ def derive(records: Iterable[dict], rng: random.Random, fraction: float, exclude
                "source": f"check:{record.get('source', 'unknown')}", **kept}
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rookworld.data.check_positions",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("input", help="annotated JSONL(.gz): the parent positions (their keys are excluded too)")
-    parser.add_argument("--output", required=True, help="JSONL(.gz) of the children, without candidates")
-    parser.add_argument("--exclude", nargs="*", default=[], help="JSONL whose positions to skip (the held-out parts)")
+def main(argv: list[str] | None = None) -> None:
+    parser = derived_parser("python -m rookworld.data.check_positions", __doc__.split("\n\n")[0],
+                            "JSONL(.gz) of the children, without candidates")
     parser.add_argument("--fraction", type=float, default=1.0, help="share of parents sampled (seeded)")
     parser.add_argument("--seed", type=int, default=0, help="seeds the parent sample and the checking move")
-    return parser
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
     args = parser.parse_args(argv)
     if not 0 < args.fraction <= 1:
         parser.error(f"--fraction {args.fraction}: must be in (0, 1]")
-    try:
-        records = read_jsonl(args.input)
-        exclude = excluded_positions([*args.exclude, args.input])
-        parents = tqdm(records, desc="parent positions", unit="pos", smoothing=0.05, file=sys.stderr)
-        n = write_jsonl(args.output, derive(parents, random.Random(args.seed), args.fraction, exclude))
-    except (ValueError, FileNotFoundError) as error:  # a missing file, a bad record or FEN: one line
-        parser.exit(2, f"check_positions: error: {error}\n")
-    print(f"wrote {n} positions in check to {args.output} (from {len(records)} parents, "
+    rng = random.Random(args.seed)
+    n, total = write_derived(parser, args, lambda rows, exclude: derive(rows, rng, args.fraction, exclude),
+                             "parent positions")
+    print(f"wrote {n} positions in check to {args.output} (from {total} parents, "
           f"fraction {args.fraction:g}, seed {args.seed})", file=sys.stderr)
+
 
 if __name__ == "__main__":
     main()

@@ -17,14 +17,13 @@ parent's side of every split:
 
 from __future__ import annotations
 
-import argparse
 import sys
 from typing import Iterable, Iterator
 
 import chess
-from tqdm import tqdm
 
-from rookworld.data.records import excluded_positions, position_key, read_jsonl, write_jsonl
+from rookworld.data.derived import derived_parser, write_derived
+from rookworld.data.records import position_key
 
 
 def mirror_move(uci: str) -> str:
@@ -65,27 +64,12 @@ def mirrored(records: Iterable[dict], exclude: frozenset[str]) -> Iterator[dict]
         yield flipped
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rookworld.data.mirror",
-                                     description=__doc__.split("\n\n")[0])
-    parser.add_argument("input", help="annotated JSONL(.gz): the positions to flip (their keys are excluded too)")
-    parser.add_argument("--output", required=True, help="JSONL(.gz) of the flipped copies")
-    parser.add_argument("--exclude", nargs="*", default=[], help="JSONL whose positions to skip (the held-out parts)")
-    return parser
-
-
 def main(argv: list[str] | None = None) -> None:
-    parser = build_parser()
+    parser = derived_parser("python -m rookworld.data.mirror", __doc__.split("\n\n")[0],
+                            "JSONL(.gz) of the flipped copies")
     args = parser.parse_args(argv)
-    try:
-        records = read_jsonl(args.input)
-        exclude = excluded_positions([*args.exclude, args.input])
-        progress = tqdm(records, desc="flipped positions", unit="pos", smoothing=0.05, file=sys.stderr)
-        n = write_jsonl(args.output, mirrored(progress, exclude))
-    except (ValueError, FileNotFoundError) as error:  # a missing file, a bad record, FEN or move: one line
-        parser.exit(2, f"mirror: error: {error}\n")
-    print(f"wrote {n} flipped positions to {args.output} (from {len(records)}; "
-          f"{len(records) - n} were not new)", file=sys.stderr)
+    n, total = write_derived(parser, args, mirrored, "flipped positions")
+    print(f"wrote {n} flipped positions to {args.output} (from {total}; {total - n} were not new)", file=sys.stderr)
 
 
 if __name__ == "__main__":
