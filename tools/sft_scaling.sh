@@ -6,8 +6,9 @@
 #
 #   DATA=data/selfplay SIZES="5600 50000 250000 all" MINUTES=6 bash tools/sft_scaling.sh
 #
-# SIZES: one run each, on GPUs 0, 1, ... in turn (CUDA_VISIBLE_DEVICES); GPUS: how many GPUs they share (default
-# one per size; GPUS=1: every run at once on one GPU, each at about 1/len(SIZES) of its speed); MINUTES: each run's time limit (sft.time_limit_min);
+# SIZES: one run each, on GPUs 0, 1, ... in turn (CUDA_VISIBLE_DEVICES); GPUS: how many GPUs they share
+# (default one per size; GPUS=1: every run at once on one GPU, each at about 1/len(SIZES) of its speed);
+# MINUTES: each run's time limit (sft.time_limit_min);
 # RUNS: where the runs go (default outputs/scaling); EVAL_DATA: data overrides of the evaluation (e.g.
 # data.policy_test=$DATA/heldout/test.jsonl.gz, the P: test pool); extra Hydra overrides of every SFT
 # run in OVERRIDES; EXPERIMENT: the preset of every run (default sft_selfplay; sft_selfplay_39m: the table

@@ -23,9 +23,8 @@ from typing import Iterable, Iterator
 
 import chess
 
-from rookworld.data.derived import derived_parser, write_derived
+from rookworld.data.derived import derived_parser, new_only, write_derived
 from rookworld.data.phase import game_phase
-from rookworld.data.records import position_key
 from rookworld.tasks.arbiter import MAX_HISTORY
 
 
@@ -42,26 +41,25 @@ def checking_moves(board: chess.Board) -> list[chess.Move]:
     return moves
 
 
+def child_in_check(record: dict, rng: random.Random) -> dict | None:
+    """The parent after one checking move drawn at random (no candidates yet); None if it has none."""
+    board = chess.Board(record["fen"])
+    moves = checking_moves(board)
+    if not moves:
+        return None
+    move = rng.choice(moves)
+    board.push(move)
+    history = (list(record.get("history", [])) + [move.uci()])[-MAX_HISTORY:]
+    kept = {field: record[field] for field in ("game", "split") if field in record}
+    return {"fen": board.fen(), "history": history, "phase": game_phase(board),
+            "source": f"check:{record.get('source', 'unknown')}", **kept}
+
+
 def derive(records: Iterable[dict], rng: random.Random, fraction: float, exclude: frozenset[str]) -> Iterator[dict]:
     """One child in check per sampled parent, new positions only, in input order."""
-    seen = set(exclude)
-    for record in records:
-        if rng.random() >= fraction:
-            continue
-        board = chess.Board(record["fen"])
-        moves = checking_moves(board)
-        if not moves:
-            continue
-        move = rng.choice(moves)
-        board.push(move)
-        key = position_key(board.fen())
-        if key in seen:
-            continue
-        seen.add(key)
-        history = (list(record.get("history", [])) + [move.uci()])[-MAX_HISTORY:]
-        kept = {key: record[key] for key in ("game", "split") if key in record}
-        yield {"fen": board.fen(), "history": history, "phase": game_phase(board),
-               "source": f"check:{record.get('source', 'unknown')}", **kept}
+    sampled = (record for record in records if rng.random() < fraction)
+    children = (child_in_check(record, rng) for record in sampled)
+    return new_only((child for child in children if child is not None), exclude)
 
 
 def main(argv: list[str] | None = None) -> None:

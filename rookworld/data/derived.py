@@ -11,9 +11,19 @@ from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from rookworld.data.records import excluded_positions, read_jsonl, write_jsonl
+from rookworld.data.records import excluded_positions, position_key, read_jsonl, write_jsonl
 
 Derive = Callable[[Iterable[dict], frozenset[str]], Iterator[dict]]  # (input rows, keys to skip) -> new rows
+
+
+def new_only(rows: Iterable[dict], exclude: frozenset[str]) -> Iterator[dict]:
+    """The rows whose position is new: not in `exclude`, not seen earlier in `rows`; in order."""
+    seen = set(exclude)
+    for row in rows:
+        key = position_key(row["fen"])
+        if key not in seen:
+            seen.add(key)
+            yield row
 
 
 def derived_parser(prog: str, description: str, output_help: str) -> argparse.ArgumentParser:
@@ -24,12 +34,14 @@ def derived_parser(prog: str, description: str, output_help: str) -> argparse.Ar
     return parser
 
 
-def write_derived(parser: argparse.ArgumentParser, args: argparse.Namespace, derive: Derive, unit: str) -> tuple[int, int]:
+def write_derived(parser: argparse.ArgumentParser, args: argparse.Namespace, derive: Derive,
+                  unit: str) -> tuple[int, int]:
     """Run `derive` over the input file into --output; the count written and the count of input rows."""
     try:
         records = read_jsonl(args.input)
         exclude = excluded_positions([*args.exclude, args.input])
-        progress = tqdm(records, desc=unit, unit="pos", smoothing=0.05, file=sys.stderr)
-        return write_jsonl(args.output, derive(progress, exclude)), len(records)
+        # the bar closes before an error line, so the error is the last line
+        with tqdm(records, desc=unit, unit="pos", smoothing=0.05, file=sys.stderr) as progress:
+            return write_jsonl(args.output, derive(progress, exclude)), len(records)
     except (ValueError, FileNotFoundError) as error:  # a missing file, a bad record, FEN or move: one line
         parser.exit(2, f"{parser.prog.split('.')[-1]}: error: {error}\n")

@@ -22,8 +22,7 @@ from typing import Iterable, Iterator
 
 import chess
 
-from rookworld.data.derived import derived_parser, write_derived
-from rookworld.data.records import position_key
+from rookworld.data.derived import derived_parser, new_only, write_derived
 
 
 def mirror_move(uci: str) -> str:
@@ -54,14 +53,7 @@ def mirror_record(record: dict) -> dict:
 
 def mirrored(records: Iterable[dict], exclude: frozenset[str]) -> Iterator[dict]:
     """The flipped copy of each record whose position is new, in input order."""
-    seen = set(exclude)
-    for record in records:
-        flipped = mirror_record(record)
-        key = position_key(flipped["fen"])
-        if key in seen:
-            continue
-        seen.add(key)
-        yield flipped
+    return new_only(map(mirror_record, records), exclude)
 
 
 def main(argv: list[str] | None = None) -> None:
