@@ -175,9 +175,12 @@ def test_the_summary_never_names_a_best_trial_without_its_interval() -> None:
                              "best) (no params).")
 
 
-def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid() -> None:
-    """sweeps=verdict (the GPU run): its stages parse, its rungs end at its steps, and the baseline it names
-    composes to the sweep's own config (a sampled configuration differs from it in the sampled keys only)."""
+@pytest.mark.parametrize(("preset", "rungs", "confirm_seeds"), [("verdict", (100, 200, 400), range(10, 20)),
+                                                              ("chess_verdict", (150, 300, 600), range(8, 18))])
+def test_each_verdict_preset_composes_and_its_stages_and_trial_config_are_valid(preset, rungs, confirm_seeds) -> None:
+    """sweeps=verdict and sweeps=chess_verdict (the GPU runs): their stages parse, their rungs end at their steps,
+    and the baseline each names composes to the sweep's own config (a sampled configuration differs from it in
+    the sampled keys only)."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
@@ -186,15 +189,34 @@ def test_the_verdict_preset_composes_and_its_stages_and_trial_config_are_valid()
     from train_helpers import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR):
-        sweep = compose("config", overrides=["sweeps=verdict", "device=cpu"], return_hydra_config=True)
+        sweep = compose("config", overrides=[f"sweeps={preset}", "device=cpu"], return_hydra_config=True)
         stages = StageSettings.parse(sweep.hydra.sweeper.stages).with_horizon(sweep.steps)
-        baseline = compose("config", overrides=["sweeps=verdict", "device=cpu", *stages.baseline])
-    assert stages.rungs == (100, 200, 400) and stages.confirm_seeds() == tuple(range(10, 20))
+        baseline = compose("config", overrides=[f"sweeps={preset}", "device=cpu", *stages.baseline])
+    assert stages.rungs == rungs and stages.confirm_seeds() == tuple(confirm_seeds)
     assert not set(stages.search_seeds()) & set(stages.confirm_seeds())
     plain = OmegaConf.to_container(sweep, resolve=False)
     plain.pop("hydra")
     assert differences(plain, OmegaConf.to_container(baseline, resolve=False)) == {}
     load_run(baseline)
+
+
+def test_every_choice_of_the_chess_verdict_space_is_a_run_the_specs_accept() -> None:
+    """Each option of each choice in sweeps=chess_verdict's space (the rewards and move_value's weights, the task
+    mixes, G x problems at 256 completions, the schedule, difficulty filtering) composes to a run config the
+    specs accept: no trial fails on its config once the GPU run is under way."""
+    from optuna.distributions import CategoricalDistribution
+
+    from rookworld.config import compose
+    from rookworld.sweep.running.space import SearchSpace
+
+    space = SearchSpace.parse(dict(compose(["sweeps=chess_verdict"]).hydra.sweeper.params), [])
+    choices = {key: d.choices for key, d in space.distributions.items() if isinstance(d, CategoricalDistribution)}
+    assert set(choices) == {"reward", "task_mix", "group_shape", "optimizer.min_lr_ratio", "difficulty"}
+    for key, options in choices.items():
+        for option in options:
+            run = load_run(compose(["sweeps=chess_verdict", "device=cpu", f"{key}={option}"]))
+            run.reward.build()  # the scorer checks its weights and scales
+            assert run.prompts_per_step * run.grpo.group_size == 256, (key, option)
 
 
 def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice() -> None:

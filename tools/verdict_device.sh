@@ -1,27 +1,29 @@
 #!/usr/bin/env bash
-# The verdict sweep (sweeps/verdict.yaml) on a GPU machine, resumable across jobs with a time limit (a Slurm
+# A staged verdict sweep (STUDY=verdict, the default: sweeps/verdict.yaml; STUDY=chess_verdict:
+# sweeps/chess_verdict.yaml) on a GPU machine, resumable across jobs with a time limit (a Slurm
 # job of 10 minutes, say): each job runs the sweep for SWEEP_S seconds and stops it cleanly.
 # On the GPU machine, from the repository root (no network):
 #   bash tools/verdict_device.sh            # OUT=/tmp/out; one job; run it again until it prints a verdict
+#   STUDY=chess_verdict bash tools/verdict_device.sh model.path=WARM_START   # arguments: overrides of the sweep
 # It runs 12 workers per GPU it sees (N_JOBS overrides hydra.sweeper.n_jobs; the preset's 48 is 4 GPUs).
 # Each job: restores the study journal (below), runs the same sweep command for SWEEP_S seconds (500), stops
 # it with SIGINT (its running trials are failed as stale by the next job and re-queued: a search, race or
 # confirmation run goes on from its last finished rung when the checkpoints are still there, else from its
 # start), then copies the journal, the printed summary and report, the launch logs and the GPU log to $OUT.
 #
-# The study's storage travels back and forth as ONE FILE, outputs/optuna/verdict.journal (append-only):
-#   - after a job on a machine that does not keep outputs/, copy $OUT/verdict/verdict.journal into the
-#     repository as verdict_state/verdict.journal (untracked, not ignored), where the next job finds it;
-#   - at the start of a job this script copies verdict_state/verdict.journal over
-#     outputs/optuna/verdict.journal when the machine has none or a shorter one (a fresh machine; a warm
+# The study's storage travels back and forth as ONE FILE, outputs/optuna/$STUDY.journal (append-only):
+#   - after a job on a machine that does not keep outputs/, copy $OUT/$STUDY/$STUDY.journal into the
+#     repository as verdict_state/$STUDY.journal (untracked, not ignored), where the next job finds it;
+#   - at the start of a job this script copies verdict_state/$STUDY.journal over
+#     outputs/optuna/$STUDY.journal when the machine has none or a shorter one (a fresh machine; a warm
 #     one keeps outputs/, checkpoints included, between jobs).
-# The rung checkpoints (outputs/sweeps/verdict/stages/, ~90 MB per running seed) do not travel: on a fresh
+# The rung checkpoints (outputs/sweeps/$STUDY/stages/, ~90 MB per running seed) do not travel: on a fresh
 # machine a cut run starts again from step 0 (same seed, so the same problem order).
 set -u
 OUT=${OUT:-/tmp/out}
 SWEEP_S=${SWEEP_S:-500}
 N_JOBS=${N_JOBS:-$((12 * $(nvidia-smi -L | wc -l)))}  # trial.trials_per_gpu (12) x the GPUs
-STUDY=verdict
+STUDY=${STUDY:-verdict}  # the sweep preset, also its study's name
 JOURNAL=outputs/optuna/$STUDY.journal
 SAVED=verdict_state/$STUDY.journal
 mkdir -p "$OUT/$STUDY" outputs/optuna
