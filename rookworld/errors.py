@@ -16,7 +16,7 @@ from hydra.types import RunMode
 
 from rookworld.config import ConfigError
 from rookworld.interrupts import Interrupted, raise_on_signals
-from rookworld.model.hub import ModelLoadError
+from rookworld.model.load_error import ModelLoadError
 from rookworld.tracking import TrackingError
 
 USER_ERRORS = (ConfigError, ModelLoadError, TrackingError, FileNotFoundError)

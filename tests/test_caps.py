@@ -20,9 +20,10 @@ RUNS = ([("config", [])] + [("sft" if name.startswith("sft_") else "config", [f"
 
 
 def run_param(config_name: str, overrides: list[str]):
-    """A RUNS entry as a test case; a GRPO preset on the self-play data runs in the worker of
+    """A RUNS entry as a test case; a GRPO preset or sweep on the self-play data runs in the worker of
     tests/test_selfplay_data.py, whose loads of the same pools it reuses (cached per process)."""
-    preset = ROOT / "conf" / "experiment" / f"{overrides[0].removeprefix('experiment=')}.yaml" if overrides else None
+    group, _, name = overrides[0].partition("=") if overrides else ("", "", "")
+    preset = ROOT / ("sweeps" if group == "sweeps" else "conf/experiment") / f"{name}.yaml" if overrides else None
     selfplay = config_name == "config" and preset is not None and preset.is_file() \
         and "override /data: selfplay" in preset.read_text()
     return pytest.param(config_name, overrides, marks=[pytest.mark.xdist_group("selfplay_data")] if selfplay else [],

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 import pytest
-import yaml
 
 from rookworld.config import ConfigError, compose, load_run
 from rookworld.specs.kl import KLAdaptive, KLFixed, KLNone
@@ -22,16 +21,11 @@ def options() -> list[tuple[str, str]]:
     return [(group, path.stem) for group in OPTION_GROUPS for path in sorted((CONF / group).glob("*.yaml"))]
 
 
-def target_of(group: str, option: str) -> str:
-    node = yaml.safe_load((CONF / group / f"{option}.yaml").read_text())
-    return (node.get(group) or node)["_target_"]  # tracking/ is a global package: its keys sit under `tracking:`
-
-
 @pytest.mark.parametrize("group, option", options())
 def test_every_option_builds_the_spec_its_target_names(group, option):
     spec = load_run(compose([f"{group}={option}", "device=cpu"]))
     built = getattr(spec, group)
-    assert f"{type(built).__module__}.{type(built).__name__}" == target_of(group, option)
+    assert f"{type(built).__module__}.{type(built).__name__}" == spec.resolved[group]["_target_"]  # its own or its defaults''' (move_value_sharp: move_value'''s)
     fields = {f.name for f in dataclasses.fields(built)}
     composed = set(spec.resolved[group]) - {"_target_"}
     assert composed == fields  # every key of the option is a field of its spec, and the other way round

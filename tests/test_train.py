@@ -246,8 +246,8 @@ def test_invalid_values_fail_before_the_model_loads_with_one_line(tmp_path, over
                              "(did you mean rookworld_tiny?); options: gpt2_124m_random, rookworld_lm_124m, "
                              "rookworld_tiny, tiny"),
     ("optimzer.lr=1e-4", "optimzer.lr=1e-4: no key 'optimzer.lr' in the config (did you mean optimizer.lr?)"),
-    ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: kl_stability, recipe_search, smoke, "
-                      "throughput, verdict"),
+    ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: chess_verdict, kl_stability, "
+                      "recipe_search, smoke, throughput, verdict"),
 ])
 def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, override, line):
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", override], capture_output=True, text=True,

@@ -24,7 +24,6 @@ from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_wit
 from rookworld.tasks.policy import render_policy_completion
 
 IGNORE = -100  # target id the loss skips (padding)
-LOSS_ON = ("document", "completion")  # sft.loss_on: which tokens of a document the loss trains on
 
 Document = tuple[list[int], int]  # token ids, index of the first target the loss counts
 

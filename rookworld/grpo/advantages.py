@@ -27,10 +27,9 @@ from dataclasses import dataclass
 
 import torch
 
-SCALE_REWARDS = ("group", "batch", "none")
-REWARD_AGGREGATIONS = ("sum_then_normalize", "normalize_then_sum")
+from rookworld.grpo.options import ADVANTAGE_STDS, SCALE_REWARDS
+
 ZERO_STD = 1e-6  # a group whose reward std is below this does not vary
-ADVANTAGE_STDS = ("sample", "population")
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-LOSS_TYPES = ("grpo", "dr_grpo", "token_mean")
+from rookworld.grpo.options import LOSS_TYPES
 
 
 @dataclass(frozen=True)

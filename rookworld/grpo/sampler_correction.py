@@ -17,14 +17,14 @@ from __future__ import annotations
 
 import torch
 
-MODES = ("none", "token_truncate", "token_mask", "sequence_truncate", "sequence_mask")
+from rookworld.grpo.options import SAMPLER_CORRECTIONS
 
 
 def sampler_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, mode: str,
                     cap: float) -> torch.Tensor:
     """[B, T] (token modes) or [B, 1] (sequence modes) weights of the policy loss."""
-    if mode not in MODES or mode == "none":
-        raise ValueError(f"grpo.sampler_correction.mode={mode!r}: expected one of {MODES[1:]}")
+    if mode not in SAMPLER_CORRECTIONS or mode == "none":
+        raise ValueError(f"grpo.sampler_correction.mode={mode!r}: expected one of {SAMPLER_CORRECTIONS[1:]}")
     log_ratio = (old_logp.float() - sampler_logp.float()) * mask
     if mode.startswith("sequence"):
         log_ratio = log_ratio.sum(-1, keepdim=True)

@@ -30,6 +30,7 @@ import safetensors.torch
 import torch
 
 from rookworld.model.gpt2 import GPT, GPTConfig
+from rookworld.model.load_error import ModelLoadError  # noqa: F401  (raised here; imported from here too)
 from rookworld.model.tokenizer import ChessTokenizer
 
 CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
@@ -38,13 +39,6 @@ TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
 HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "vocab.json", "merges.txt"]
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
-
-
-class ModelLoadError(RuntimeError):
-    """A model could not be loaded; the message is always a single line."""
-
-    def __init__(self, message: str):
-        super().__init__(" ".join(message.split()))
 
 
 def load_model(source: str | None = None, path: str | Path | None = None, revision: str | None = None,

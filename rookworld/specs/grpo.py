@@ -4,9 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rookworld.grpo.advantages import ADVANTAGE_STDS, REWARD_AGGREGATIONS, SCALE_REWARDS
-from rookworld.grpo.loss import LOSS_TYPES
-from rookworld.grpo.sampler_correction import MODES as SAMPLER_CORRECTIONS
+from rookworld.grpo.options import (ADVANTAGE_STDS, LOSS_TYPES, REWARD_AGGREGATIONS, SAMPLER_CORRECTIONS,
+                                    SCALE_REWARDS)
 from rookworld.specs.rules import is_number, one_of, require, require_bool
 
 

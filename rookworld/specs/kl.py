@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rookworld.grpo.kl import ESTIMATORS, PLACEMENTS
+from rookworld.grpo.options import KL_ESTIMATORS, KL_PLACEMENTS
 from rookworld.specs.rules import is_device, one_of, require, require_bool, require_option
 
 KINDS = ("none", "fixed", "adaptive")
@@ -37,8 +37,8 @@ class KLFixed:
 
     def __post_init__(self):
         require_option("kl", "kind", self.kind, KINDS, self.expected_kind())
-        one_of("kl.estimator", self.estimator, ESTIMATORS)
-        one_of("kl.placement", self.placement, PLACEMENTS)
+        one_of("kl.estimator", self.estimator, KL_ESTIMATORS)
+        one_of("kl.placement", self.placement, KL_PLACEMENTS)
         require_bool(self.bias_correction, "kl.bias_correction")
         require(not (self.bias_correction and self.estimator == "k2"), "kl.bias_correction", self.bias_correction,
                 "with kl.estimator='k2' the ratio-weighted KL gradient is biased; use kl.estimator=k1 or k3 "

@@ -3,8 +3,10 @@ points print as one line `rookworld: error: key=value: rule` and exit 2 (rookwor
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
-import torch
+if TYPE_CHECKING:  # torch loads where a device is checked: a sweep's launcher and a refused command never need it
+    import torch
 
 
 class ConfigError(ValueError):
@@ -44,6 +46,8 @@ def is_number(value) -> bool:
 
 
 def is_device(name) -> bool:
+    import torch
+
     try:
         torch.device(name)
         return True
@@ -53,12 +57,16 @@ def is_device(name) -> bool:
 
 def resolve_device(name: str) -> torch.device:
     """`device`: auto is cuda when CUDA is available, else cpu; a cuda device without CUDA fails."""
+    import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return require_available(name, "device", "cpu or auto")
 
 
 def require_available(name: str, key: str, instead: str) -> torch.device:
+    import torch
+
     device = torch.device(name)
     require(device.type != "cuda" or torch.cuda.is_available(), key, name,
             f"CUDA is not available on this machine (use {key}={instead})")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from rookworld.data.documents import LOSS_ON
 from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
 from rookworld.specs.model import Model
@@ -16,6 +15,7 @@ from rookworld.specs.run import check_device
 from rookworld.specs.sampling import Sampling
 from rookworld.specs.tracking import Tracking
 
+LOSS_ON = ("document", "completion")  # sft.loss_on: which tokens of a document the loss trains on (data/documents.py)
 SAVE_DTYPES = ("float32", "bfloat16")
 
 

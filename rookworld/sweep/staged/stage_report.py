@@ -20,7 +20,6 @@ from dataclasses import dataclass
 import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
-from scipy import stats
 
 from rookworld.sweep.staged.racing import RaceState
 from rookworld.sweep.staged.stage_settings import StageSettings
@@ -47,6 +46,7 @@ class Estimate:
         mean = statistics.fmean(values)
         if len(values) < 2:
             return cls(mean, math.nan, math.nan, len(values))
+        from scipy import stats  # on first use: ~1 s that every sweep launch would pay
         half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
         return cls(mean, mean - half, mean + half, len(values))
 
@@ -126,6 +126,7 @@ def rho_text(rho: float, n: int) -> str:
     never without one."""
     if math.isnan(rho) or n < 4:
         return "n/a (fewer than 4 configurations, or tied scores: no interval)"
+    from scipy import stats  # on first use: ~1 s that every sweep launch would pay
     half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * math.sqrt(1.06 / (n - 3))
     z = math.atanh(max(min(rho, 0.999), -0.999))  # a rank correlation of exactly +-1 is clipped (its z is infinite)
     return f"{rho:+.2f} (95% CI {math.tanh(z - half):+.2f}..{math.tanh(z + half):+.2f}, {n} configurations)"
@@ -170,6 +171,7 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     """Spearman's rho; nan with fewer than 3 points or a side that does not vary (no ranking to compare)."""
     if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
         return math.nan
+    from scipy import stats  # on first use: ~1 s that every sweep launch would pay
     return float(stats.spearmanr(xs, ys).statistic)
 
 
