@@ -30,7 +30,7 @@ import safetensors.torch
 import torch
 
 from rookworld.model.gpt2 import GPT, GPTConfig
-from rookworld.model.load_error import ModelLoadError  # noqa: F401  (raised here; imported from here too)
+from rookworld.model.load_error import ModelLoadError  # raised here; callers import it from here too
 from rookworld.model.tokenizer import ChessTokenizer
 
 CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
