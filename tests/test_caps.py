@@ -23,7 +23,8 @@ def run_param(config_name: str, overrides: list[str]):
     """A RUNS entry as a test case; a GRPO preset or sweep on the self-play data runs in the worker of
     tests/test_selfplay_data.py, whose loads of the same pools it reuses (cached per process)."""
     group, _, name = overrides[0].partition("=") if overrides else ("", "", "")
-    preset = ROOT / ("sweeps" if group == "sweeps" else "conf/experiment") / f"{name}.yaml" if overrides else None
+    folder = {"experiment": ROOT / "conf" / "experiment", "sweeps": ROOT / "sweeps"}.get(group)
+    preset = folder / f"{name}.yaml" if folder else None
     selfplay = config_name == "config" and preset is not None and preset.is_file() \
         and "override /data: selfplay" in preset.read_text()
     return pytest.param(config_name, overrides, marks=[pytest.mark.xdist_group("selfplay_data")] if selfplay else [],

@@ -25,7 +25,8 @@ def options() -> list[tuple[str, str]]:
 def test_every_option_builds_the_spec_its_target_names(group, option):
     spec = load_run(compose([f"{group}={option}", "device=cpu"]))
     built = getattr(spec, group)
-    assert f"{type(built).__module__}.{type(built).__name__}" == spec.resolved[group]["_target_"]  # its own or its defaults''' (move_value_sharp: move_value'''s)
+    target = spec.resolved[group]["_target_"]  # its own, or its defaults' (move_value_sharp: move_value's)
+    assert f"{type(built).__module__}.{type(built).__name__}" == target
     fields = {f.name for f in dataclasses.fields(built)}
     composed = set(spec.resolved[group]) - {"_target_"}
     assert composed == fields  # every key of the option is a field of its spec, and the other way round
