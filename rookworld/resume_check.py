@@ -18,6 +18,7 @@ from rookworld.specs.rules import ConfigError
 from rookworld.specs.run import RunSpec
 
 CONFIG_FILE = "config.yaml"
+TRAINER_STATE_FILE = "trainer_state.pt"  # what makes a folder a checkpoint (the loop's state beside the weights)
 
 Changes = dict[str, tuple]  # key -> (the checkpoint's value, the new value)
 
@@ -25,6 +26,18 @@ Changes = dict[str, tuple]  # key -> (the checkpoint's value, the new value)
 def save_config(resolved: dict, directory: Path) -> None:
     """`resolved`: a run's config as plain data (RunSpec.resolved)."""
     (Path(directory) / CONFIG_FILE).write_text(yaml.safe_dump(resolved, sort_keys=False))
+
+
+def check_checkpoint_folder(directory: str | Path) -> None:
+    """ConfigError unless `directory` is a folder save_checkpoint wrote: checked before any model loads,
+    since no resume_check knob can resume from a folder that is missing or holds no checkpoint."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise ConfigError(f"resume_from={str(directory)!r}: no such folder (a checkpoint is a folder "
+                          f"checkpoint.dir/step_NNNNNN)")
+    if not (folder / TRAINER_STATE_FILE).is_file():
+        raise ConfigError(f"resume_from={str(directory)!r}: not a checkpoint folder (it has no {TRAINER_STATE_FILE}; "
+                          f"a checkpoint is a folder checkpoint.dir/step_NNNNNN)")
 
 
 def check_resume(cfg: RunSpec, directory: str | Path) -> tuple[Changes, Changes]:

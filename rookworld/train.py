@@ -15,6 +15,7 @@ from rookworld.config import PROJECT_TARGETS, load_run, resumed_config
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command, in_multirun, to_run_log
 from rookworld.hooks import build_step_hooks, run_link
+from rookworld.resume_check import check_checkpoint_folder
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 
 if TYPE_CHECKING:  # torch and the model load in run(): a sweep's launcher and a refused command never need them
@@ -29,6 +30,8 @@ def run(cfg: DictConfig) -> RunResult:
     from rookworld.components import build_trainer
 
     spec = load_run(cfg)
+    if spec.resume_from:
+        check_checkpoint_folder(spec.resume_from)  # before the model loads (seconds, or a hub download)
     trainer = build_trainer(spec, NullTracker(), build_step_hooks(cfg))
     with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)

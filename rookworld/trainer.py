@@ -33,14 +33,12 @@ from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
 from rookworld.optim import lr_at
 from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
-from rookworld.resume_check import check_resume, save_config
+from rookworld.resume_check import TRAINER_STATE_FILE, check_checkpoint_folder, check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
 from rookworld.specs.kl import KL, KLAdaptive, KLFixed
 from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
-
-TRAINER_STATE_FILE = "trainer_state.pt"
 
 
 def kl_controller(kl: KL) -> KLController:
@@ -386,6 +384,7 @@ class Trainer:
         """Continue the run save_checkpoint() wrote to `directory`, once its config is checked against
         this one (rookworld/resume_check.py): the policy's weights, then the trainer state (the reference
         stays the starting policy unless the state carries a synced one)."""
+        check_checkpoint_folder(directory)
         allowed, accepted = check_resume(self.cfg, directory)
         if accepted:
             print("resume: resume_check.accept_changes=true accepts changes against the checkpoint: "

@@ -368,6 +368,21 @@ def test_a_refused_resume_exits_2_with_one_line(tmp_path, checkpoint):
     assert len(lines) == 1 and lines[0].startswith("rookworld: error: resume_from=") and "optimizer.lr (" in lines[0]
 
 
+@pytest.mark.parametrize(("folder", "says"), [("missing", "no such folder"), ("empty", "not a checkpoint folder")])
+def test_resume_from_a_folder_that_is_no_checkpoint_exits_2_before_the_model_loads(tmp_path, folder, says):
+    """The default config (the hub model, offline here: it would fail on the download) and the knob that
+    resumes without a config.yaml: one line naming the folder, before any model loads."""
+    (tmp_path / "empty").mkdir()
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    started = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "tracking=none", "device=cpu",
+                           f"resume_from={tmp_path / folder}", "resume_check.accept_changes=true",
+                           f"hydra.run.dir={tmp_path}/run"], capture_output=True, text=True, timeout=180, env=env)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.startswith(f"rookworld: error: resume_from={str(tmp_path / folder)!r}: {says} (")
+    assert proc.stderr.count("\n") == 1 and time.perf_counter() - started < 60, proc.stderr
+
+
 def test_a_forced_resume_applies_the_new_optimizer_settings(tmp_path, checkpoint, capsys):
     trainer = make_trainer(tmp_path, *CHECKPOINTED, "optimizer.weight_decay=0.5", "resume_check.accept_changes=true",
                            f"resume_from={checkpoint}")
