@@ -2,7 +2,7 @@
 
 A configuration's score on seed s is its true mean, plus an effect of seed s that every configuration
 shares (the seed's problem order and sampling stream), plus the configuration's own noise on that
-seed. Both are normal with sd 0.01, a round figure above the seed spread docs/recipe.md reports for
+seed. Both are normal with sd 0.01, a round figure above the seed spread docs/lab/recipe.md reports for
 rookworld_tiny at 400 steps (the hand-tuned recipe's three seeds 0.620, 0.607, 0.608: sd 0.007).
 Pairing by seed removes the shared effect; the paired differences keep sd 0.01 * sqrt(2) = 0.014.
 """

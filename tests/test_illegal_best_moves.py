@@ -1,10 +1,10 @@
-"""tools/probes/illegal_best_moves.py: why a B: move is illegal, judged by python-chess."""
+"""tools/lab/probes/illegal_best_moves.py: why a B: move is illegal, judged by python-chess."""
 import importlib.util
 from pathlib import Path
 
 import pytest
 
-TOOL = Path(__file__).resolve().parents[1] / "tools" / "probes" / "illegal_best_moves.py"
+TOOL = Path(__file__).resolve().parents[1] / "tools" / "lab" / "probes" / "illegal_best_moves.py"
 spec = importlib.util.spec_from_file_location("illegal_best_moves", TOOL)
 illegal_best_moves = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(illegal_best_moves)

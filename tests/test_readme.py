@@ -1,6 +1,9 @@
 """The README is read in five minutes and is complete where it promises to be: its config table names
 every config group of conf/ (and sweeps/), every option of each, every top-level key; every relative link
-of the README and of docs/*.md leads to a file, and an anchor to a heading, that exists."""
+of the README, of the guides (docs/*.md) and of the lab notebook (docs/lab/*.md) leads to a file, and an
+anchor to a heading, that exists. The README links every guide; a guide is read without the lab notebook
+(it links a lab record only as the evidence for a figure); the guides keep to their sizes; every lab
+record is listed in the notebook's index with its date."""
 from __future__ import annotations
 
 import re
@@ -71,7 +74,13 @@ def anchors(path: Path) -> set[str]:
     return found
 
 
-MARKDOWN = [README, *sorted((REPO / "docs").glob("*.md"))]
+GUIDES = sorted((REPO / "docs").glob("*.md"))
+LAB = REPO / "docs" / "lab"
+LAB_RECORDS = sorted(p for p in LAB.glob("*.md") if p.name != "README.md")
+MARKDOWN = [README, *GUIDES, *sorted(LAB.glob("*.md"))]
+GUIDE_BUDGET = {"all guides": 160_000, "sweeps.md": 25_000, "performance.md": 15_000}  # bytes
+EVIDENCE_WINDOW = 80  # characters before a link to the lab where the word "evidence" must stand
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
 
 
 @pytest.mark.parametrize("document", MARKDOWN, ids=lambda p: str(p.relative_to(REPO)))
@@ -87,3 +96,43 @@ def test_every_relative_link_resolves(document):
         elif anchor and path.suffix == ".md" and anchor not in anchors(path):
             broken.append(f"{target} (no heading with that anchor)")
     assert not broken, f"{document.relative_to(REPO)}: " + "; ".join(broken)
+
+
+def relative_links(document: Path) -> list[tuple[str, str]]:
+    """(the text before the link on its line, the target) of every relative link outside code fences."""
+    found = []
+    for line in FENCE.sub("", document.read_text()).splitlines():
+        for match in LINK.finditer(line):
+            if not re.match(r"[a-z]+:", match.group(1)):
+                found.append((line[: match.start()], match.group(1)))
+    return found
+
+
+def test_the_readme_links_every_guide():
+    linked = {(README.parent / target.partition("#")[0]).resolve() for _, target in relative_links(README)}
+    missing = [g.name for g in GUIDES if g.resolve() not in linked]
+    assert not missing, f"README.md links no docs/{', docs/'.join(missing)}: a guide is one click from the README"
+
+
+@pytest.mark.parametrize("document", [README, *GUIDES], ids=lambda p: str(p.relative_to(REPO)))
+def test_a_guide_links_the_lab_notebook_only_as_evidence(document):
+    bare = [target for before, target in relative_links(document)
+            if (document.parent / target.partition("#")[0]).resolve().is_relative_to(LAB)
+            and "evidence" not in before[-EVIDENCE_WINDOW:].lower()]
+    assert not bare, (f"{document.relative_to(REPO)} links the lab notebook ({', '.join(bare)}) other than as the "
+                      f"evidence for a figure: say 'evidence:' before the link, or move what the reader needs into the guide")
+
+
+def test_the_guides_keep_to_their_sizes():
+    sizes = {"all guides": sum(len(g.read_bytes()) for g in GUIDES),
+             **{name: len((REPO / "docs" / name).read_bytes()) for name in GUIDE_BUDGET if name.endswith(".md")}}
+    over = [f"{name} {sizes[name]:,} B (at most {limit:,})" for name, limit in GUIDE_BUDGET.items() if sizes[name] > limit]
+    assert not over, "guides over their size: " + "; ".join(over) + ": move the history into docs/lab/"
+
+
+def test_every_lab_record_is_in_the_index_with_its_date():
+    index = (LAB / "README.md").read_text()
+    unlisted = [r.name for r in LAB_RECORDS if f"]({r.name})" not in index]
+    undated = [r.name for r in LAB_RECORDS if not DATE.search("\n".join(r.read_text().splitlines()[:5]))]
+    assert not unlisted, f"docs/lab/README.md does not list {', '.join(unlisted)}"
+    assert not undated, f"lab records without their date (YYYY-MM-DD) in their first lines: {', '.join(undated)}"

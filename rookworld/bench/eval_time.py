@@ -5,7 +5,7 @@ P: and eval.num_arbiter A: problems of the part eval.split names, as a training 
 (greedy, eval.batch_size prompts at a time, the sampling caps). One untimed evaluation of one batch
 first (CUDA graph capture, kernel compilation), then `--repeats` timed evaluations (3); prints each,
 the best, seconds per 1,000 problems and the metrics (one JSON line). `--scores FILE` also writes the last
-evaluation's per-problem scores (JSON: tasks, problem_scores, metrics; tools/noise_table.py reads them).
+evaluation's per-problem scores (JSON: tasks, problem_scores, metrics; tools/lab/noise_table.py reads them).
 
     python -m rookworld.bench.eval_time experiment=grpo_rookworld_tiny eval.num_policy=500 eval.num_arbiter=500
     python -m rookworld.bench.eval_time --repeats 1 experiment=grpo_rookworld_tiny model.path=CHECKPOINT eval.split=test

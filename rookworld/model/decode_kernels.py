@@ -14,7 +14,7 @@ another one's work.
   LayerNorm's output is written in the matmul dtype.
 - `decode_attention`: one new token per row against the cached keys/values, a program per row and
   head with an online softmax (splitting a row's keys over programs, flash-decoding style, measured
-  slower at these lengths: docs/perf-notes.md). q, k, v of the new token are the c_attn partial
+  slower at these lengths: docs/lab/performance-versions.md). q, k, v of the new token are the c_attn partial
   sums + bias; k and v are written to the row's completion cache at `step`. Caches are head-major
   ([rows, heads, positions, head_dim]), so each program streams contiguous blocks. The keys are the
   prompt's real tokens (prompt cache of the row's `leader`: the G completions of a GRPO group share
@@ -60,7 +60,7 @@ LINEAR_WARPS = 4
 NORM_WARPS = 4
 USE_PDL = True  # programmatic dependent launch where the GPU has it (Hopper+; not the interpreter)
 PDL_TRIGGER = True  # also let the next kernel launch as soon as this one has waited (its prologue
-# then overlaps this kernel's work: docs/perf-notes.md)
+# then overlaps this kernel's work: docs/lab/performance-versions.md)
 LOG2E = 1.4426950408889634
 
 

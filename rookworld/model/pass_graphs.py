@@ -4,7 +4,7 @@ one per padded batch shape.
 At GRPO batch sizes a GPT-2-sized or smaller model runs a pass in less time than the host needs to
 launch its hundreds to thousands of kernels one by one; a CUDA graph launches them all at once (on
 an H100 the rookworld_tiny update with activation checkpointing took 0.052 s eagerly, 0.019 s
-replayed: docs/perf-notes.md).
+replayed: docs/lab/performance-versions.md).
 
 A graph fixes shapes and addresses. `pad_rows` pads a batch's prompt width (on the left) and
 completion width (on the right) up to a multiple of `bucket`; the extra positions are masked, so no
