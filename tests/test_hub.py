@@ -121,3 +121,31 @@ def test_random_model_with_a_bigger_vocabulary_than_the_tokenizer(tmp_path):
     assert model.config.vocab_size == 4096 and tokenizer.vocab_size < 4096
     with pytest.raises(ModelLoadError, match="model.tiny.vocab_size=10: must be at least"):
         create_tiny(tmp_path, vocab_size=10)
+
+
+def test_sharded_save_keeps_every_file_under_the_limit_and_loads_exactly(tmp_path, tiny_model):
+    from transformers import GPT2LMHeadModel
+
+    model, tokenizer = tiny_model
+    limit = 600_000  # bytes: above the largest tensor (the embedding), below the whole model
+    save_pretrained(model, tokenizer, tmp_path, max_shard_bytes=limit)
+    shards = sorted(tmp_path.glob("model-*-of-*.safetensors"))
+    assert len(shards) >= 2 and not (tmp_path / "model.safetensors").exists()
+    assert all(path.stat().st_size <= limit + 4096 for path in shards)  # + the safetensors header
+    loaded, _ = load_pretrained(str(tmp_path))
+    for name, tensor in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[name], tensor), name
+    hf = GPT2LMHeadModel.from_pretrained(tmp_path)  # the hub's own reader takes the same folder
+    assert torch.equal(hf.transformer.wte.weight, model.state_dict()["wte.weight"])
+    save_pretrained(model, tokenizer, tmp_path)  # saved again whole: no stale shard or index remains
+    assert sorted(p.name for p in tmp_path.glob("model*")) == ["model.safetensors"]
+
+
+def test_a_missing_shard_is_named(tmp_path, tiny_model):
+    model, tokenizer = tiny_model
+    save_pretrained(model, tokenizer, tmp_path, max_shard_bytes=600_000)
+    first = sorted(tmp_path.glob("model-*-of-*.safetensors"))[0]
+    first.unlink()
+    with pytest.raises(ModelLoadError) as error:
+        load_pretrained(str(tmp_path))
+    assert first.name in assert_one_line(error) and "model.safetensors.index.json" in str(error.value)

@@ -1,7 +1,8 @@
 """Load and save GPT-2 checkpoints in the Hugging Face hub format, and the one model entry point.
 
 A model folder holds `config.json` (GPT-2 keys), `model.safetensors` (GPT-2 names, with or without the
-`transformer.` prefix; Conv1D layout, i.e. linear weights stored [in, out]) and the tokenizer
+`transformer.` prefix; Conv1D layout, i.e. linear weights stored [in, out]), or the hub's sharded form of it
+(`model-0000i-of-0000n.safetensors` files and `model.safetensors.index.json`), and the tokenizer
 (`tokenizer.json`, or `vocab.json` + `merges.txt`). Dropout settings in config.json are ignored: the
 model has no dropout. `lm_head.weight` is optional (tied to `wte`); `attn.bias` buffers are ignored.
 
@@ -36,7 +37,9 @@ from rookworld.model.tokenizer import ChessTokenizer
 CONV1D_WEIGHTS = ("attn.c_attn.weight", "attn.c_proj.weight", "mlp.c_fc.weight", "mlp.c_proj.weight")
 IGNORED_BUFFERS = (".attn.bias", ".attn.masked_bias")  # causal-mask buffers of old exports
 TANH_GELUS = ("gelu_new", "gelu_pytorch_tanh")
-HUB_FILES = ["config.json", "model.safetensors", "tokenizer.json", "vocab.json", "merges.txt"]
+WEIGHTS, WEIGHTS_INDEX = "model.safetensors", "model.safetensors.index.json"  # one file, or the index of shards
+HUB_FILES = ["config.json", WEIGHTS, WEIGHTS_INDEX, "model-*-of-*.safetensors", "tokenizer.json", "vocab.json",
+             "merges.txt"]
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16,
           "bf16": torch.bfloat16, "float16": torch.float16, "fp16": torch.float16}
 
@@ -75,7 +78,7 @@ def load_pretrained(source: str, revision: str | None = None, device: str | torc
     """Load a GPT-2 checkpoint from a hub repo id or a local folder; the model is in eval mode."""
     directory = resolve_directory(source, revision)
     config = read_config(directory / "config.json")
-    state = read_weights(directory / "model.safetensors", config, device, dtype)
+    state = read_weights(directory, config, device, dtype)
     model = GPT.on_meta(config)
     model.load_state_dict(state, assign=True)
     tokenizer = read_tokenizer(directory)
@@ -126,12 +129,31 @@ def read_config(path: Path) -> GPTConfig:
         raise ModelLoadError(f"{path}: {error}") from error
 
 
-def read_weights(path: Path, config: GPTConfig, device: str | torch.device, dtype: torch.dtype) -> dict:
-    """Hub tensors -> GPT state dict (our names and [out, in] layout), checked against `config`."""
+def read_hub_tensors(directory: Path) -> tuple[dict[str, torch.Tensor], Path]:
+    """The tensors of a model folder's model.safetensors, or of every shard its index lists; and the path
+    that names them in errors."""
+    index = directory / WEIGHTS_INDEX
+    if index.is_file():
+        try:
+            shards = sorted(set(json.loads(index.read_text())["weight_map"].values()))
+        except (ValueError, KeyError, AttributeError) as error:
+            raise ModelLoadError(f"{index}: not a weight index ({type(error).__name__}: {error})") from None
+        raw = {}
+        for shard in shards:
+            if not (directory / shard).is_file():
+                raise ModelLoadError(f"{directory / shard} not found: {index} lists it")
+            raw.update(safetensors.torch.load_file(str(directory / shard)))
+        return raw, index
+    path = directory / WEIGHTS
     if not path.is_file():
-        raise ModelLoadError(f"{path} not found: a model folder needs model.safetensors")
+        raise ModelLoadError(f"{path} not found: a model folder needs {WEIGHTS} (or {WEIGHTS_INDEX} and its shards)")
+    return safetensors.torch.load_file(str(path)), path
+
+
+def read_weights(directory: Path, config: GPTConfig, device: str | torch.device, dtype: torch.dtype) -> dict:
+    """Hub tensors -> GPT state dict (our names and [out, in] layout), checked against `config`."""
     expected = {name: tuple(t.shape) for name, t in GPT.on_meta(config).state_dict().items()}
-    raw = safetensors.torch.load_file(str(path))
+    raw, path = read_hub_tensors(directory)
     state = {}
     for file_name, tensor in raw.items():
         name = file_name.removeprefix("transformer.")
@@ -162,9 +184,12 @@ def read_tokenizer(directory: Path) -> ChessTokenizer:
         raise ModelLoadError(f"cannot read the tokenizer in {directory}: {error}") from error
 
 
-def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path) -> None:
+def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path,
+                    max_shard_bytes: int | None = None) -> None:
     """Write config.json, model.safetensors (Conv1D layout, `transformer.` names) and tokenizer.json;
-    the folder loads with `load_pretrained` and with `transformers.GPT2LMHeadModel.from_pretrained`."""
+    the folder loads with `load_pretrained` and with `transformers.GPT2LMHeadModel.from_pretrained`.
+    With `max_shard_bytes`, weights larger than that go into the hub's shards of at most that size each
+    (model-0000i-of-0000n.safetensors and model.safetensors.index.json), e.g. to fit a file-size limit."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = model.config
@@ -192,7 +217,13 @@ def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path
         if name.endswith(CONV1D_WEIGHTS):
             tensor = tensor.t()
         tensors[f"transformer.{name}"] = tensor.detach().cpu().contiguous()
-    safetensors.torch.save_file(tensors, str(directory / "model.safetensors"), metadata={"format": "pt"})
+    for stale in [directory / WEIGHTS, directory / WEIGHTS_INDEX, *directory.glob("model-*-of-*.safetensors")]:
+        stale.unlink(missing_ok=True)  # an earlier save's weights never mix with these
+    if max_shard_bytes is None:
+        safetensors.torch.save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
+    else:
+        from huggingface_hub import save_torch_state_dict  # the hub's own shard layout and index
+        save_torch_state_dict(tensors, directory, max_shard_size=max_shard_bytes, metadata={"format": "pt"})
     tokenizer.save(directory)
 
 
