@@ -13,6 +13,7 @@ import copy
 import json
 import math
 import time
+from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
@@ -24,6 +25,7 @@ from torch.utils.data import DataLoader
 from rookworld.components import eval_problems, heldout_problems, load_policy
 from rookworld.config import PROJECT_TARGETS, load_sft
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
+from rookworld.data.packing import PackedRows, batch_documents, collate_rows
 from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld import distributed
@@ -36,7 +38,9 @@ from rookworld.model.sampling import PlainDecoder
 from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.specs.rules import require
+from rookworld.specs.sft import SftSpec
 from rookworld.supervised import lm_loss, supervised_step
+from rookworld.tasks import Problem
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.model.precision import autocast_for
 
@@ -55,31 +59,73 @@ def heldout_loss(model, batches, device, autocast) -> float:
     return total / max(count, 1)
 
 
-def run(cfg: DictConfig) -> dict[str, float]:
+def load_trainable(spec: SftSpec, device: torch.device):
+    """The model to train (float32 master weights, in train mode, its packed-row attention set) and its tokenizer."""
+    core, tokenizer = load_policy(spec.model, device)
+    core.train()
+    core.packed_attention = spec.sft.pack_attention
+    return core, tokenizer
+
+
+def heldout_keys(spec: SftSpec) -> set[str]:
+    """The position keys of both held-out parts: no training document is made from them."""
+    return {position_key(p.truth.fen) for split in HELD_OUT_SPLITS
+            for part in heldout_problems(split, spec.data) for p in part}
+
+
+def training_stream(spec: SftSpec, tokenizer, policy_train: Sequence[Problem], first_stream: int,
+                    exclude: set[str] | None = None):
+    """The endless document stream (packed rows with sft.pack) and the collate function of its batches.
+    `policy_train`: the P: positions, any sequence (a list, or a ShardPool that grows)."""
+    s = spec.sft
+    cases = ArbiterCases(dict(s.arbiter_cases), heldout_keys(spec) if exclude is None else exclude)
+    stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, spec.seed,
+                           first_stream=first_stream, loss_on=s.loss_on)
+    if s.pack:
+        return (PackedRows(stream, s.seq_len, s.pack_window),
+                partial(collate_rows, seq_len=s.seq_len, pad_id=tokenizer.pad_id))
+    return stream, partial(collate, pad_id=tokenizer.pad_id)
+
+
+def documents_in_item(item) -> int:
+    """Documents in one item of a training stream: a document (a tuple), or a packed row (a list of them)."""
+    return len(item) if isinstance(item, list) else 1
+
+
+def optimizer_for(spec: SftSpec):
+    return partial(build_optimizer, spec=spec.optimizer)
+
+
+def step_for(spec: SftSpec, device: torch.device):
+    """step(model, optimizer, batch): one supervised update as the loop makes it (autocast, clipping)."""
+    autocast = partial(autocast_for, device, spec.model.dtype)
+    return lambda model, optimizer, batch: supervised_step(model, optimizer, batch, autocast, spec.sft.max_grad_norm)
+
+
+def run(cfg: DictConfig, policy_train: Sequence[Problem] | None = None) -> dict[str, float]:
+    """The supervised run of `cfg`; `policy_train`: its P: positions (default: data.policy_train's)."""
     spec = load_sft(cfg)
     s = spec.sft
     ranks, device = distributed.start(spec.device)
     require(s.batch_size % ranks.world == 0, "sft.batch_size", s.batch_size,
             f"must split evenly over the {ranks.world} processes")
     torch.manual_seed(spec.seed)
-    core, tokenizer = load_policy(spec.model, device)
-    core.train()
+    core, tokenizer = load_trainable(spec, device)
+    require(not s.compile or device.type == "cuda", "sft.compile", s.compile, f"needs a CUDA device, not {device}")
     model = distributed.wrap(core, ranks, device)
+    model = torch.compile(model, dynamic=False) if s.compile else model
     n_params = sum(p.numel() for p in core.parameters())
     if ranks.main:
         print(f"sft: {n_params / 1e6:.1f}M parameters on {device}"
               + (f", {ranks.world} processes of {s.batch_size // ranks.world} documents a step" if ranks.world > 1 else ""),
               flush=True)
-    policy_train = load_policy_problems("train", spec.data.as_mapping())
+    if policy_train is None:
+        policy_train = load_policy_problems("train", spec.data.as_mapping())
     policy_heldout, arbiter_heldout = heldout_problems(spec.eval.split, spec.data)
     heldout = policy_heldout + arbiter_heldout
-    exclude = {position_key(p.truth.fen) for split in HELD_OUT_SPLITS  # neither held-out part is trained on
-               for part in heldout_problems(split, spec.data) for p in part}
-    cases = ArbiterCases(dict(s.arbiter_cases), exclude)
-    stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, spec.seed,
-                           first_stream=ranks.rank * max(s.num_workers, 1), loss_on=s.loss_on)
+    stream, collate_batch = training_stream(spec, tokenizer, policy_train, ranks.rank * max(s.num_workers, 1))
     loader = DataLoader(stream, batch_size=s.batch_size // ranks.world, num_workers=s.num_workers,
-                        collate_fn=lambda docs: collate(docs, tokenizer.pad_id),
+                        collate_fn=collate_batch,
                         persistent_workers=s.num_workers > 0, prefetch_factor=4 if s.num_workers else None)
     eval_batches = {name: heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len, loss_on)
                     for name, loss_on in (("eval/loss", "document"), ("eval/completion_loss", "completion"))}
@@ -106,14 +152,16 @@ def run(cfg: DictConfig) -> dict[str, float]:
     def scheduled_step(step: int, elapsed_s: float) -> int:
         # With a time limit the cosine follows whichever budget runs out first, so a run stopped
         # by the clock still ends at the LR floor.
-        if not s.time_limit_min:
+        # Warm-up counts real steps (a clock-driven schedule of many steps would otherwise skip it).
+        if not s.time_limit_min or step < spec.optimizer.warmup_steps:
             return step
         return max(step, int(s.steps * elapsed_s / (60 * s.time_limit_min)))
 
     with (make_tracker(cfg, run_link(cfg)) if ranks.main else NullTracker()) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)
-        start, step, metrics, last_eval_step = time.perf_counter(), 0, {}, -1
+        start, step, metrics, last_eval_step, documents = time.perf_counter(), 0, {}, -1, 0
+        waited = 0.0  # seconds the loop waited for the document workers (the GPU starves meanwhile)
         batches = iter(loader)
         while step < s.steps:
             elapsed = distributed.rank0_value(time.perf_counter() - start, ranks)
@@ -121,12 +169,15 @@ def run(cfg: DictConfig) -> dict[str, float]:
                 if ranks.main:
                     print(f"sft: time limit {s.time_limit_min} min reached at step {step}", flush=True)
                 break
-            inputs, targets = next(batches)
+            asked = time.perf_counter()
+            batch = next(batches)
+            waited += time.perf_counter() - asked
+            documents += batch_documents(batch) * ranks.world
             lr = lr_at(scheduled_step(step, elapsed), spec.optimizer.lr,
                        spec.optimizer.warmup_steps, s.steps, spec.optimizer.min_lr_ratio)
             set_lr(optimizer, lr)
-            loss, grad_norm = supervised_step(model, optimizer, inputs.to(device, non_blocking=True),
-                                              targets.to(device, non_blocking=True), autocast, s.max_grad_norm)
+            loss, grad_norm = supervised_step(model, optimizer, [t.to(device, non_blocking=True) for t in batch],
+                                              autocast, s.max_grad_norm)
             step += 1
             if not ranks.main:
                 continue
@@ -134,7 +185,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
                 row = {"loss": loss.item(), "grad_norm": float(grad_norm), "learning_rate": lr}
                 tracker.log_metrics(row, step=step)
                 elapsed = time.perf_counter() - start
-                print(f"step {step}/{s.steps} | loss {row['loss']:.4f} | lr {lr:.2e} | {elapsed:.0f} s", flush=True)
+                print(f"step {step}/{s.steps} | loss {row['loss']:.4f} | lr {lr:.2e} | {elapsed:.0f} s | "
+                      f"{documents / elapsed:,.0f} documents/s, waited {waited / elapsed:.0%} for them", flush=True)
                 if not math.isfinite(row["loss"]):
                     raise FloatingPointError(f"sft loss is {row['loss']} at step {step}")
             if s.eval_every and step % s.eval_every == 0:
@@ -146,6 +198,8 @@ def run(cfg: DictConfig) -> dict[str, float]:
         if last_eval_step != step:
             metrics = task_eval(step)
         metrics["sft/steps"], metrics["sft/minutes"] = step, (time.perf_counter() - start) / 60
+        metrics["sft/documents"] = documents
+        metrics["sft/loader_wait_fraction"] = waited / max(time.perf_counter() - start, 1e-9)
         out = Path(s.save_dir)
         save_pretrained(copy.deepcopy(core).to(SAVE_DTYPES[s.save_dtype]).eval(), tokenizer, out)
         (out / "sft_metrics.json").write_text(json.dumps(metrics, indent=1, sort_keys=True))

@@ -1,5 +1,9 @@
 """The supervised update of `python -m rookworld.sft` (and of its step benchmark): next-token
-cross-entropy over a collated batch of documents, padding ignored, then one clipped optimizer step."""
+cross-entropy over a collated batch of documents, padding ignored, then one clipped optimizer step.
+
+A batch is (inputs, targets) of right-padded rows (data/documents.collate), or packed rows
+(inputs, targets, positions, segments) (data/packing.collate_rows); either way the loss is the mean
+over the batch's target tokens, so the same documents give the same loss packed or not."""
 from __future__ import annotations
 
 import torch
@@ -8,18 +12,19 @@ import torch.nn.functional as F
 from rookworld.data.documents import IGNORE
 
 
-def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """Mean next-token cross-entropy over the real tokens of a collated batch (padding ignored)."""
-    logits = model(inputs)
+def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None,
+            segments: torch.Tensor | None = None) -> torch.Tensor:
+    """Mean next-token cross-entropy over the target tokens of a batch (padding ignored)."""
+    logits = model(inputs) if segments is None else model(inputs, position_ids=positions, segments=segments)
     return F.cross_entropy(logits.float().flatten(0, 1), targets.flatten(), ignore_index=IGNORE)
 
 
-def supervised_step(model, optimizer, inputs: torch.Tensor, targets: torch.Tensor, autocast,
+def supervised_step(model, optimizer, batch: tuple[torch.Tensor, ...], autocast,
                     max_grad_norm: float) -> tuple[torch.Tensor, torch.Tensor]:
     """One update on a batch already on the model's device: (loss, gradient norm before clipping),
     both left on the device so the caller decides when to synchronise. max_grad_norm 0 = no clipping."""
     with autocast():
-        loss = lm_loss(model, inputs, targets)
+        loss = lm_loss(model, *batch)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_grad_norm or float("inf"))

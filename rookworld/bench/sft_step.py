@@ -44,11 +44,11 @@ def step_rate(model, optimizer, batch, device, autocast, max_grad_norm: float, s
     """Steps/s of the supervised update (rookworld.supervised) on one fixed batch, after two untimed steps."""
     inputs, targets = (t.to(device) for t in batch)
     for _ in range(2):
-        supervised_step(model, optimizer, inputs, targets, autocast, max_grad_norm)
+        supervised_step(model, optimizer, (inputs, targets), autocast, max_grad_norm)
     synchronize(device)
     start = time.perf_counter()
     for _ in range(steps):
-        supervised_step(model, optimizer, inputs, targets, autocast, max_grad_norm)
+        supervised_step(model, optimizer, (inputs, targets), autocast, max_grad_norm)
     synchronize(device)
     return steps / (time.perf_counter() - start)
 

@@ -5,7 +5,10 @@ the token embedding, attention through `scaled_dot_product_attention`. There is 
 (RookWorld-LM never trained with it, whatever its exported config says).
 
 Left-padded batches: pass `attention_mask` [B, S] (True = real token; it covers the cached tokens
-plus the new ones) and per-row `position_ids`. GRPO batches, whose rows come in groups that share a
+plus the new ones) and per-row `position_ids`. Packed rows (rookworld/data/packing.py): pass
+`segments` [B, T], the document of each token, and `position_ids` that restart per document; each
+token attends to the earlier tokens of its own document only (`packed_attention`: an explicit mask
+through SDPA, or flex attention's block mask, which skips the blocks no token of a pair of documents sees). GRPO batches, whose rows come in groups that share a
 prompt, go through `completion_hidden`: each distinct prompt runs once, and each completion attends
 to its own prompt's keys and values (`SharedPrompts`). Parameter names follow GPT-2 (`wte`, `h.0.attn.c_attn`,
 ...) but linear weights use `nn.Linear`'s [out, in] layout; rookworld.model.hub converts to and from
@@ -142,6 +145,32 @@ class PromptBroadcast(torch.autograd.Function):
         return grad[:, :, :P].sum(1), grad[:, :, P:].reshape(U * G, N, W), None
 
 
+@dataclass(frozen=True)
+class FlexDocuments:
+    """Document-causal attention of packed rows as flex attention's BlockMask."""
+    block_mask: object  # torch.nn.attention.flex_attention.BlockMask (imported only when used)
+
+    @classmethod
+    def build(cls, segments: Tensor) -> FlexDocuments:
+        from torch.nn.attention.flex_attention import create_block_mask
+
+        def same_document(b, h, q, kv):
+            return (segments[b, q] == segments[b, kv]) & (kv <= q)
+
+        B, T = segments.shape
+        return cls(create_block_mask(same_document, B, None, T, T, device=segments.device))
+
+
+_compiled_flex = {}  # device type -> flex_attention, compiled on CUDA (eager elsewhere: exact, unfused)
+
+
+def flex_attention(q: Tensor, k: Tensor, v: Tensor, mask: FlexDocuments) -> Tensor:
+    if q.device.type not in _compiled_flex:
+        from torch.nn.attention.flex_attention import flex_attention as eager
+        _compiled_flex[q.device.type] = torch.compile(eager, dynamic=False) if q.is_cuda else eager
+    return _compiled_flex[q.device.type](q, k, v, block_mask=mask.block_mask)
+
+
 class CausalSelfAttention(nn.Module):
     def __init__(self, config: GPTConfig):
         super().__init__()
@@ -149,7 +178,7 @@ class CausalSelfAttention(nn.Module):
         self.c_attn = nn.Linear(config.n_embd, 3 * config.n_embd)
         self.c_proj = nn.Linear(config.n_embd, config.n_embd)
 
-    def forward(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None,
+    def forward(self, x: Tensor, mask: Tensor | SharedPrompts | FlexDocuments | None, kv_cache: KVCache | None,
                 layer: int) -> Tensor:
         if isinstance(mask, SharedPrompts):
             return self.c_proj(self.shared_prompt_attention(self.c_attn(x[0]), mask)[None])
@@ -158,6 +187,8 @@ class CausalSelfAttention(nn.Module):
                    for t in self.c_attn(x).split(C, dim=2))
         if kv_cache is not None:
             k, v = kv_cache.write(layer, k, v)
+        if isinstance(mask, FlexDocuments):
+            return self.c_proj(flex_attention(q, k, v, mask).transpose(1, 2).reshape(B, T, C))
         with sdpa_kernel(ATTENTION_BACKENDS):  # here, so that checkpoint recomputation picks the same kernel
             y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=mask is None)
         return self.c_proj(y.transpose(1, 2).reshape(B, T, C))
@@ -225,6 +256,7 @@ class GPT(nn.Module):
         # With gradients on, keep only each block's input and recompute the block in backward:
         # ~1/10 of the activation memory for ~1/3 more forward compute.
         self.activation_checkpointing = False
+        self.packed_attention = "sdpa"  # packed rows' attention: sdpa | flex (sft.pack_attention)
         self.init_weights()
 
     @classmethod
@@ -256,8 +288,14 @@ class GPT(nn.Module):
                 nn.init.zeros_(param)
 
     def hidden(self, input_ids: Tensor, position_ids: Tensor | None = None,
-               attention_mask: Tensor | None = None, kv_cache: KVCache | None = None) -> Tensor:
-        """Final-LayerNorm hidden states [B, T, C] for `input_ids` [B, T]."""
+               attention_mask: Tensor | None = None, kv_cache: KVCache | None = None,
+               segments: Tensor | None = None) -> Tensor:
+        """Final-LayerNorm hidden states [B, T, C] for `input_ids` [B, T] (packed rows: `segments`)."""
+        if segments is not None:
+            if position_ids is None or attention_mask is not None or kv_cache is not None:
+                raise ValueError("packed rows take position_ids and segments, no attention_mask or kv_cache")
+            x = self.wte(input_ids) + self.wpe(position_ids)
+            return self.ln_f(self.blocks(x, self.document_attention(segments), None))
         T = input_ids.shape[1]
         past = kv_cache.length if kv_cache is not None else 0
         if attention_mask is not None and attention_mask.shape[1] != past + T:
@@ -287,7 +325,16 @@ class GPT(nn.Module):
         before = x[U * P:].view(B, N, -1)[:, :-1]
         return self.ln_f(torch.cat([last_prompt[:, None], before], dim=1))
 
-    def blocks(self, x: Tensor, mask: Tensor | SharedPrompts | None, kv_cache: KVCache | None) -> Tensor:
+    def document_attention(self, segments: Tensor) -> Tensor | FlexDocuments:
+        """The attention of packed rows: causal within each token's document (`segments` [B, T])."""
+        if self.packed_attention == "flex":
+            return FlexDocuments.build(segments)
+        same = segments[:, :, None] == segments[:, None, :]
+        causal = torch.ones(same.shape[1:], dtype=torch.bool, device=segments.device).tril()
+        return attention_bias((same & causal)[:, None], matmul_dtype(self.wte.weight))
+
+    def blocks(self, x: Tensor, mask: Tensor | SharedPrompts | FlexDocuments | None,
+               kv_cache: KVCache | None) -> Tensor:
         recompute = self.activation_checkpointing and torch.is_grad_enabled() and kv_cache is None
         for layer, block in enumerate(self.h):
             if recompute:
@@ -302,9 +349,10 @@ class GPT(nn.Module):
         return F.linear(hidden, self.wte.weight)
 
     def forward(self, input_ids: Tensor, position_ids: Tensor | None = None,
-                attention_mask: Tensor | None = None, kv_cache: KVCache | None = None) -> Tensor:
+                attention_mask: Tensor | None = None, kv_cache: KVCache | None = None,
+                segments: Tensor | None = None) -> Tensor:
         """Logits [B, T, V]."""
-        return self.unembed(self.hidden(input_ids, position_ids, attention_mask, kv_cache))
+        return self.unembed(self.hidden(input_ids, position_ids, attention_mask, kv_cache, segments))
 
 
 def default_positions(attention_mask: Tensor | None, past: int, T: int, device: torch.device) -> Tensor:

@@ -17,6 +17,7 @@ from rookworld.specs.tracking import Tracking
 
 LOSS_ON = ("document", "completion")  # sft.loss_on: which tokens of a document the loss trains on (data/documents.py)
 SAVE_DTYPES = ("float32", "bfloat16")
+PACKED_ATTENTION = ("sdpa", "flex")  # sft.pack_attention (rookworld/model/gpt2.py's document attention)
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,10 @@ class Sft:
     steps: int
     batch_size: int
     seq_len: int
+    pack: bool
+    pack_window: int
+    pack_attention: str
+    compile: bool
     max_grad_norm: float
     arbiter_fraction: float
     loss_on: str
@@ -37,7 +42,7 @@ class Sft:
     save_dtype: str
 
     def __post_init__(self):
-        for key in ("steps", "batch_size", "seq_len", "heldout_docs", "log_every"):
+        for key in ("steps", "batch_size", "seq_len", "pack_window", "heldout_docs", "log_every"):
             value = getattr(self, key)
             require(isinstance(value, int) and value >= 1, f"sft.{key}", value, "must be an integer >= 1")
         require(isinstance(self.eval_every, int) and self.eval_every >= 0, "sft.eval_every", self.eval_every,
@@ -49,6 +54,9 @@ class Sft:
                 "must be > 0 or null (no limit)")
         one_of("sft.save_dtype", self.save_dtype, SAVE_DTYPES)
         one_of("sft.loss_on", self.loss_on, LOSS_ON)
+        one_of("sft.pack_attention", self.pack_attention, PACKED_ATTENTION)
+        for key in ("pack", "compile"):
+            require(isinstance(getattr(self, key), bool), f"sft.{key}", getattr(self, key), "must be true or false")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,77 @@
+"""Packed rows (sft.pack): the same documents give the same loss and gradients packed as unpacked."""
+import itertools
+
+import pytest
+import torch
+
+from rookworld.data.documents import ArbiterCases, TaskDocuments, collate
+from rookworld.data.packing import (PADDING_SEGMENT, batch_documents, collate_rows, document_tokens,
+                                    pack_documents, pack_rows)
+from rookworld.data.positions import load_policy_problems
+from rookworld.supervised import lm_loss
+
+CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0, "castling": 0.5}
+SEQ_LEN = 320
+ROW = 1024  # a long row: the fill test's
+
+
+def documents(tokenizer, n: int, loss_on: str = "document", seed: int = 0):
+    stream = TaskDocuments(tokenizer, load_policy_problems("train")[:50], ArbiterCases(CASES, set()), 0.5,
+                           SEQ_LEN, seed=seed, loss_on=loss_on)
+    return list(itertools.islice(iter(stream), n))
+
+
+def loss_and_grads(model, batch):
+    model.zero_grad(set_to_none=True)
+    loss = lm_loss(model, *batch)
+    loss.backward()
+    return loss.item(), {name: p.grad.clone() for name, p in model.named_parameters()}
+
+
+@pytest.mark.parametrize("loss_on", ["document", "completion"])
+def test_packed_loss_and_gradients_equal_the_unpacked_ones(tiny_model, tiny_tokenizer, loss_on):
+    model, _ = tiny_model
+    docs = documents(tiny_tokenizer, 24, loss_on)
+    rows = pack_documents(docs, SEQ_LEN)
+    assert sorted(map(id, itertools.chain(*rows))) == sorted(map(id, docs)) and len(rows) < len(docs) / 2
+    packed = collate_rows(rows, SEQ_LEN, tiny_tokenizer.pad_id)
+    unpacked_loss, unpacked_grads = loss_and_grads(model, collate(docs, tiny_tokenizer.pad_id))
+    packed_loss, packed_grads = loss_and_grads(model, packed)
+    print(f"loss unpacked {unpacked_loss:.7f} packed {packed_loss:.7f} ({len(docs)} documents in {len(rows)} rows)")
+    assert abs(packed_loss - unpacked_loss) < 1e-5
+    for name, grad in unpacked_grads.items():
+        torch.testing.assert_close(packed_grads[name], grad, rtol=1e-4, atol=1e-6, msg=name)
+    assert batch_documents(packed) == len(docs)
+
+
+def test_flex_attention_gives_the_sdpa_document_mask_loss(tiny_model, tiny_tokenizer):
+    model, _ = tiny_model
+    packed = collate_rows(pack_documents(documents(tiny_tokenizer, 8), SEQ_LEN), SEQ_LEN, tiny_tokenizer.pad_id)
+    with torch.no_grad():
+        sdpa = lm_loss(model, *packed).item()
+        model.packed_attention = "flex"
+        flex = lm_loss(model, *packed).item()
+    assert abs(flex - sdpa) < 1e-5, (flex, sdpa)
+
+
+def test_streamed_rows_are_full_and_keep_every_document_whole(tiny_tokenizer):
+    """Documents are 70-165 tokens: rows of 320 hold two (~87% full), rows of 1,024 seven or eight."""
+    docs = documents(tiny_tokenizer, 900, seed=1)
+    rows = list(itertools.islice(pack_rows(iter(docs), ROW, window=64), 100))
+    placed = [doc for row in rows for doc in row]
+    assert len({id(doc) for doc in placed}) == len(placed)  # none placed twice
+    used = [sum(map(document_tokens, row)) for row in rows]
+    assert max(used) <= ROW
+    fill = sum(used) / (ROW * len(rows))
+    print(f"packed rows are {fill:.1%} full ({len(placed)} documents in {len(rows)} rows of {ROW})")
+    assert fill > 0.95
+    inputs, targets, positions, segments = collate_rows(rows[:4], ROW, tiny_tokenizer.pad_id)
+    first = rows[0][0][0]
+    assert inputs[0, :len(first) - 1].tolist() == first[:-1] and targets[0, :len(first) - 1].tolist() == first[1:]
+    assert positions[0, len(first) - 1] == 0 and segments[0, len(first) - 1] == 1
+    assert ((segments == PADDING_SEGMENT) == (targets == -100)).all()  # loss_on=document: all but padding trained
+
+
+def test_a_document_longer_than_a_row_is_refused(tiny_tokenizer):
+    with pytest.raises(ValueError, match="does not fit a row of sft.seq_len=50"):
+        pack_documents(documents(tiny_tokenizer, 2), 50)
