@@ -99,13 +99,10 @@ def test_every_relative_link_resolves(document):
 
 
 def relative_links(document: Path) -> list[tuple[str, str]]:
-    """(the text before the link on its line, the target) of every relative link outside code fences."""
-    found = []
-    for line in FENCE.sub("", document.read_text()).splitlines():
-        for match in LINK.finditer(line):
-            if not re.match(r"[a-z]+:", match.group(1)):
-                found.append((line[: match.start()], match.group(1)))
-    return found
+    """(the text before the link, lines joined, the target) of every relative link outside code fences."""
+    text = " ".join(FENCE.sub("", document.read_text()).split())
+    return [(text[: match.start()], match.group(1)) for match in LINK.finditer(text)
+            if not re.match(r"[a-z]+:", match.group(1))]
 
 
 def test_the_readme_links_every_guide():
