@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+from run_progress import RunProgress
+from stopped_run import become_subreaper, stop_leftovers, stop_on_sigterm
 from sweep_helpers import postgres_url, postgresql_sweeps  # noqa: F401  (fixtures)
 
 from rookworld.model.gpt2 import GPT
@@ -46,3 +48,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The slow tests first (a stable sort), so that pyproject's workers are all busy until the end
     instead of one finishing the longest tests alone."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Every pytest process stops cleanly on SIGTERM and ends what it left running (tests/stopped_run.py);
+    the controller of a quiet run notes its progress (tests/run_progress.py)."""
+    become_subreaper()
+    stop_on_sigterm()
+    if not os.environ.get("PYTEST_XDIST_WORKER") and config.get_verbosity() < 0:
+        config.pluginmanager.register(RunProgress(), "rookworld-run-progress")
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    stop_leftovers()
