@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Ground truth on a GPU machine (its CPU cores do the Stockfish work; 16 here), in one job:
 #   1. the agreement curve (rookworld.data.agreement): the 5M-node reference and the label ladder on the
-#      200 positions of docs/runs/agreement_positions.jsonl, cached in docs/runs/agreement_cache.json;
+#      200 positions of docs/runs/agreement_positions.jsonl, cached in docs/runs/agreement_cache.json (shipped as .xz);
 #      the budget it chooses for BUDGET_S seconds of re-annotation of all bundled P: positions
 #   2. the bundled P: files re-annotated at that budget (annotate --relabel)
 #   3. the held-out evaluation time per 1,000 problems on the GPU and on the CPU (rookworld.bench.eval_time)
@@ -22,6 +22,7 @@ B=rookworld/data/bundled
 mkdir -p "$OUT"
 rows=$(python3 -c "from rookworld.data.records import read_jsonl as r; print(sum(len(r(f'$B/{p}')) for p in ('train.jsonl.gz', 'validation.jsonl', 'test.jsonl')))")
 
+[ -f docs/runs/agreement_cache.json ] || xz -dk docs/runs/agreement_cache.json.xz  # shipped compressed
 echo "== agreement curve ($WORKERS workers, $rows rows to re-annotate in $BUDGET_S s)"
 python3 -m rookworld.data.agreement --positions docs/runs/agreement_positions.jsonl --sample 200 --seed 0 \
     --workers "$WORKERS" --engine-path "$STOCKFISH" --cache docs/runs/agreement_cache.json \

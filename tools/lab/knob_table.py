@@ -1,6 +1,6 @@
 """The knob ablation's table (tools/lab/knob_ablation.sh): per knob, the final held-out metrics' mean over
 seeds and, for each, the paired difference to the baseline on the same seeds with its spread:
-    python tools/lab/knob_table.py docs/runs/knob_ablation
+    python tools/lab/knob_table.py LOG_DIR      # the shipped logs: tar xJf docs/runs/knob_ablation/raw.tar.xz -C LOG_DIR
 Logs are <knob>_s<seed>.log; the numbers come from each log's `final evaluation:` line."""
 from __future__ import annotations
 

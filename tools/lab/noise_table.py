@@ -1,7 +1,8 @@
 """The evaluation-size noise table of docs/sweeps.md (rookworld.sweep.staged.eval_noise), from the per-problem scores
 that tools/lab/noise_table_runs.sh writes (scores_s<seed>_step<step>.json, `python -m rookworld.bench.eval_time
 --scores`: each seed's model evaluated on the first 1,500 P: + 1,500 A: validation problems):
-    python tools/lab/noise_table.py docs/runs/noise_table --sizes 64 128 256 512 1024 1500
+    tar xJf docs/runs/noise_table/scores_and_logs.tar.xz -C /tmp    # the shipped run's scores
+    python tools/lab/noise_table.py /tmp/noise --sizes 64 128 256 512 1024 1500
 One table per training step found; the last line names, per step, the smallest size whose evaluation noise
 is at most half the training spread."""
 from __future__ import annotations

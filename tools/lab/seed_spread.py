@@ -2,8 +2,9 @@
 each configuration's sd over its seeds, each configuration's paired differences to the folder's
 reference on the same seeds, and both pooled (within configurations, so that what a configuration
 changes is not counted as spread):
-    python tools/lab/seed_spread.py docs/runs/recipe_compare:grpo_rookworld_tiny docs/runs/knob_ablation:baseline \
-        docs/runs/knob_ablation_2:baseline
+    python tools/lab/seed_spread.py /tmp/recipe_compare:grpo_rookworld_tiny /tmp/knob_ablation:baseline \
+        /tmp/knob_ablation_2:baseline
+(the shipped logs are packed: `mkdir -p /tmp/S && tar xJf docs/runs/S/raw.tar.xz -C /tmp/S` for each folder S)
 A log without a `final evaluation:` line (a run cut short) is left out and named."""
 from __future__ import annotations
 

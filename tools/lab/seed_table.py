@@ -1,5 +1,6 @@
 """Held-out metrics of several seeds of several recipes, from their training logs, as a markdown table:
-    python tools/lab/seed_table.py docs/runs/recipe_compare/grpo_rookworld_tiny_s[0-9].log -- docs/runs/recipe_compare/grpo_rookworld_tiny_swept_s*.log
+    mkdir -p /tmp/rc && tar xJf docs/runs/recipe_compare/raw.tar.xz -C /tmp/rc    # the shipped logs, packed
+    python tools/lab/seed_table.py /tmp/rc/grpo_rookworld_tiny_s[0-9].log -- /tmp/rc/grpo_rookworld_tiny_swept_s*.log
 Each group of logs (separated by --) is one recipe: per metric, the mean over its seeds and the spread
 (max - min), from each log's `final evaluation:` line."""
 from __future__ import annotations
