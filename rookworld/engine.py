@@ -21,6 +21,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterable
 
 import chess
 import chess.engine
@@ -103,7 +104,43 @@ def score_to_pawns(score: chess.engine.Score) -> float:
     return round(-MATE_BASE - mate / 100, 2)  # mated in |mate|: -(1000 - |mate|/100)
 
 
-class Engine:
+class MultiPVAnalyser:
+    """`analyse` and `analyse_lines` of a Stockfish process over its `_search(board, multipv)`: the
+    LRU cache, fewer lines where fewer moves are legal, and one fresh start when the process died."""
+
+    depth: int | None
+    nodes: int | None
+    time_limit: float | None
+    multipv: int
+    _cache: AnalysisCache
+    _died: tuple[type[Exception], ...]
+
+    def analyse(self, fen: str) -> tuple[Candidate, ...]:
+        """Up to `multipv` candidates, best first, evals in pawns for the side to move."""
+        return self._cache.get_or_compute((fen, self.depth, self.nodes, self.time_limit, self.multipv),
+                                          lambda: candidates_of(self.analyse_lines(chess.Board(fen).fen())))
+
+    def analyse_lines(self, fen: str) -> tuple[Line, ...]:
+        """The MultiPV lines in Stockfish's order, with their depths (not cached)."""
+        board = chess.Board(fen)
+        n_legal = board.legal_moves.count()
+        if n_legal == 0:
+            return ()
+        multipv = min(self.multipv, n_legal)
+        try:
+            return self._search(board, multipv)
+        except self._died:
+            self.close()  # the process died (crash, OOM kill): one fresh start, then give up
+            return self._search(board, multipv)
+
+    def _search(self, board: chess.Board, multipv: int) -> tuple[Line, ...]:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+
+class Engine(MultiPVAnalyser):
     """Persistent Stockfish process with a per-(fen, limit) LRU cache.
 
     Exactly one of `depth` / `nodes` / `time_limit` (seconds) must be set (the labels' limit is in
@@ -126,12 +163,7 @@ class Engine:
         timeout: float = 30.0,
     ) -> None:
         self.path = resolve_engine_path(path)
-        _validate_limits(depth, nodes, time_limit)
-        for name, value in (("threads", threads), ("hash_mb", hash_mb), ("multipv", multipv)):
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"engine.{name} must be a positive integer, got {value!r}")
-        if cache_size < 0:
-            raise ValueError(f"engine.cache_size must be >= 0, got {cache_size!r}")
+        validate_engine_settings(depth, nodes, time_limit, threads, hash_mb, multipv, cache_size)
         self.depth = depth
         self.nodes = nodes
         self.time_limit = time_limit
@@ -140,9 +172,8 @@ class Engine:
         self.multipv = multipv
         self.cache_size = cache_size
         self.timeout = timeout
-        self.cache_hits = 0
-        self.cache_misses = 0
-        self._cache: OrderedDict[tuple, tuple[Candidate, ...]] = OrderedDict()
+        self._cache = AnalysisCache(cache_size)
+        self._died = (chess.engine.EngineTerminatedError,)
         self._engine: chess.engine.SimpleEngine | None = None
         self._finalizer: weakref.finalize | None = None
         self._lock = threading.Lock()
@@ -197,41 +228,18 @@ class Engine:
     @property
     def limit_record(self) -> dict:
         """The limit that is set, as stored with each annotation, e.g. {"nodes": 100000}."""
-        return {key: value for key, value in (("depth", self.depth), ("nodes", self.nodes),
-                                              ("time", self.time_limit)) if value is not None}
+        return limit_record(self.depth, self.nodes, self.time_limit)
 
-    def analyse(self, fen: str) -> tuple[Candidate, ...]:
-        """Up to `multipv` candidates, best first, evals in pawns for the side to move."""
-        key = (fen, self.depth, self.nodes, self.time_limit, self.multipv)
-        cached = self._cache.get(key)
-        if cached is not None:
-            self.cache_hits += 1
-            self._cache.move_to_end(key)
-            return cached
-        self.cache_misses += 1
-        candidates = self._analyse_uncached(chess.Board(fen))
-        if self.cache_size:
-            self._cache[key] = candidates
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-        return candidates
+    @property
+    def cache_hits(self) -> int:
+        return self._cache.hits
 
-    def _analyse_uncached(self, board: chess.Board) -> tuple[Candidate, ...]:
-        return tuple(Candidate(move=line.move, eval=line.eval) for line in self.analyse_lines(board.fen()))
+    @property
+    def cache_misses(self) -> int:
+        return self._cache.misses
 
-    def analyse_lines(self, fen: str) -> tuple[Line, ...]:
-        """The MultiPV lines in Stockfish's order, with their depths (not cached)."""
-        board = chess.Board(fen)
-        n_legal = board.legal_moves.count()
-        if n_legal == 0:
-            return ()
-        multipv = min(self.multipv, n_legal)
-        try:
-            infos = self._analyse_from_clean_state(board, multipv)
-        except chess.engine.EngineTerminatedError:
-            self.close()  # the process died (crash, OOM kill): one fresh start, then give up
-            infos = self._analyse_from_clean_state(board, multipv)
-        return _lines_from_infos(infos, board.turn)
+    def _search(self, board: chess.Board, multipv: int) -> tuple[Line, ...]:
+        return _lines_from_infos(self._analyse_from_clean_state(board, multipv), board.turn)
 
     def evaluate_move(self, fen: str, move: str) -> float:
         """The eval of one root move, pawns for the side to move: the search restricted to that move
@@ -249,6 +257,51 @@ class Engine:
         self.start()
         assert self._engine is not None
         return self._engine
+
+
+def validate_engine_settings(depth: int | None, nodes: int | None, time_limit: float | None, threads: int,
+                             hash_mb: int, multipv: int, cache_size: int) -> None:
+    """One-line ValueErrors for a bad limit (exactly one of depth / nodes / time_limit), thread count,
+    hash size, MultiPV or cache size."""
+    _validate_limits(depth, nodes, time_limit)
+    for name, value in (("threads", threads), ("hash_mb", hash_mb), ("multipv", multipv)):
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"engine.{name} must be a positive integer, got {value!r}")
+    if cache_size < 0:
+        raise ValueError(f"engine.cache_size must be >= 0, got {cache_size!r}")
+
+
+def limit_record(depth: int | None, nodes: int | None, time_limit: float | None) -> dict:
+    """The limit that is set, as stored with each annotation, e.g. {"nodes": 100000}."""
+    return {key: value for key, value in (("depth", depth), ("nodes", nodes), ("time", time_limit))
+            if value is not None}
+
+
+class AnalysisCache:
+    """An LRU cache of analyses by (fen, limit, multipv) key, counting hits and misses (analyses run);
+    size 0 keeps nothing."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.hits, self.misses = size, 0, 0
+        self._entries: OrderedDict[tuple, tuple[Candidate, ...]] = OrderedDict()
+
+    def get_or_compute(self, key: tuple, compute) -> tuple[Candidate, ...]:
+        cached = self._entries.get(key)
+        if cached is not None:
+            self.hits += 1
+            self._entries.move_to_end(key)
+            return cached
+        self.misses += 1
+        value = compute()
+        if self.size:
+            self._entries[key] = value
+            if len(self._entries) > self.size:
+                self._entries.popitem(last=False)
+        return value
+
+
+def candidates_of(lines: tuple[Line, ...]) -> tuple[Candidate, ...]:
+    return tuple(Candidate(move=line.move, eval=line.eval) for line in lines)
 
 
 def _validate_limits(depth: int | None, nodes: int | None, time_limit: float | None) -> None:
@@ -272,15 +325,19 @@ def _lines_from_infos(infos: list[dict], turn: chess.Color) -> tuple[Line, ...]:
     follow, even where that shallower score is higher. Re-sorting all lines by eval would promote
     those shallower lines; a deeper search sides with Stockfish's line 1 (bundled data README).
     """
-    ranked = sorted((info for info in infos if info.get("pv")), key=lambda i: i.get("multipv", 1))
+    return ranked_lines((info.get("multipv", 1), info["pv"][0].uci(), score_to_pawns(info["score"].pov(turn)),
+                         int(info.get("depth", 0))) for info in infos if info.get("pv"))
+
+
+def ranked_lines(entries: Iterable[tuple[int, str, float, int]]) -> tuple[Line, ...]:
+    """`Line`s of (multipv index, first move, eval in pawns, depth) entries: in MultiPV order, a move
+    repeated by a later index dropped."""
     seen: set[str] = set()
     lines = []
-    for info in ranked:
-        move = info["pv"][0].uci()
-        if move in seen:
-            continue
-        seen.add(move)
-        lines.append(Line(move=move, eval=score_to_pawns(info["score"].pov(turn)), depth=int(info.get("depth", 0))))
+    for _, move, pawns, depth in sorted(entries, key=lambda entry: entry[0]):
+        if move not in seen:
+            seen.add(move)
+            lines.append(Line(move=move, eval=pawns, depth=depth))
     return tuple(lines)
 
 

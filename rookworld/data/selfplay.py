@@ -18,7 +18,9 @@ import chess
 
 from rookworld.data.move_cases import random_endgame_board, recent_history
 from rookworld.data.phase import game_phase
+from rookworld.data.records import position_key
 from rookworld.engine import Engine
+from rookworld.uci_pipe import PipeEngine
 from rookworld.tasks import Candidate
 
 SPLITS_BY_GAME = ("validation", "test", "rl", "train")  # the order of the split fractions below
@@ -67,24 +69,50 @@ def sample_move(board: chess.Board, candidates: tuple[Candidate, ...], rng: rand
     return chess.Move.from_uci(rng.choices(candidates, weights)[0].move)
 
 
-def play_game(engine: Engine, seed: int, game: int, settings: GameSettings) -> list[dict]:
+class Repetitions:
+    """Whether a position of a game has occurred twice (`any`): the positions are added once each."""
+
+    def __init__(self) -> None:
+        self.keys: set[str] = set()
+        self.any = False
+
+    def add(self, fen: str) -> None:
+        key = position_key(fen)
+        self.any = self.any or key in self.keys
+        self.keys.add(key)
+
+
+def is_over_or_drawn(board: chess.Board, any_repetition: bool) -> bool:
+    """`board.is_game_over(claim_draw=True)`, cheaper: its threefold-repetition check (a push and a
+    pop of every legal move, about 1 ms) can only succeed once some position of the game has occurred
+    twice, so it runs only then."""
+    if board.is_game_over() or board.can_claim_fifty_moves():
+        return True
+    return any_repetition and board.can_claim_threefold_repetition()
+
+
+def play_game(engine: Engine | PipeEngine, seed: int, game: int, settings: GameSettings) -> list[dict]:
     """The labelled positions of one game, in play order: annotate's record schema plus the game index
     and its split. The engine's limit is the label budget."""
     rng = random.Random(f"game:{seed}:{game}")
     from_endgame = rng.random() < settings.endgame_start_fraction
     board = random_endgame_board(rng) if from_endgame else chess.Board()
     source = "selfplay-endgame" if from_endgame else "selfplay"
+    repetitions = Repetitions()
     for _ in range(0 if from_endgame else rng.randint(0, settings.max_opening_random_plies)):
         if board.is_game_over():
             break
+        repetitions.add(board.fen())
         board.push(rng.choice(list(board.legal_moves)))
     split, engine_name, limit = split_of_game(seed, game, settings), engine.name, engine.limit_record
     records, lopsided = [], 0
     for _ in range(settings.max_plies):
-        if board.is_game_over(claim_draw=True) or lopsided >= settings.resign_plies:
+        fen = board.fen()
+        repetitions.add(fen)
+        if is_over_or_drawn(board, repetitions.any) or lopsided >= settings.resign_plies:
             break
-        candidates = engine.analyse(board.fen())
-        records.append({"fen": board.fen(), "history": recent_history(board), "phase": game_phase(board),
+        candidates = engine.analyse(fen)
+        records.append({"fen": fen, "history": recent_history(board), "phase": game_phase(board),
                         "source": source, "candidates": [{"move": c.move, "eval": c.eval} for c in candidates],
                         "engine": engine_name, "limit": limit, "game": game, "split": split})
         lopsided = lopsided + 1 if abs(candidates[0].eval) >= settings.resign_eval else 0
