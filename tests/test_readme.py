@@ -133,3 +133,11 @@ def test_every_lab_record_is_in_the_index_with_its_date():
     undated = [r.name for r in LAB_RECORDS if not DATE.search("\n".join(r.read_text().splitlines()[:5]))]
     assert not unlisted, f"docs/lab/README.md does not list {', '.join(unlisted)}"
     assert not undated, f"lab records without their date (YYYY-MM-DD) in their first lines: {', '.join(undated)}"
+
+
+def test_the_module_map_names_every_module():
+    """docs/architecture.md is the one module map: every module of rookworld/ has its line there."""
+    text = (REPO / "docs" / "architecture.md").read_text()
+    modules = sorted(p for p in (REPO / "rookworld").rglob("*.py") if p.name != "__init__.py")
+    missing = [str(p.relative_to(REPO)) for p in modules if p.name not in text]
+    assert not missing, f"docs/architecture.md's module map lacks {', '.join(missing)}: give each a line"
