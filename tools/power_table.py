@@ -1,7 +1,7 @@
 """The paired seeds a difference needs (rookworld.sweep.staged.sample_size), as the markdown table of
-docs/sweeps.md:
-    python tools/power_table.py --sd 0.007 0.010 --alpha 0.05 --test wilcoxon
-    python tools/power_table.py --sd 0.007 0.010 --alpha 0.01 --test wilcoxon"""
+docs/sweeps.md, for your own sd of a paired per-seed difference, level and test:
+    python tools/power_table.py --sd 0.003 0.0045 --differences 0.002 0.003 0.005 0.01 0.02 --alpha 0.01 --test wilcoxon
+    python tools/power_table.py --sd 0.003 0.0045 --differences 0.002 0.003 0.005 0.01 0.02 --alpha 0.05 --test wilcoxon"""
 from __future__ import annotations
 
 import argparse

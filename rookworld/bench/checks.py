@@ -19,7 +19,7 @@
   its log-probs by nats; the same rows in another batch shape differ by bf16 rounding only.
 
 Every figure a check reports is gated by TOLERANCES (the reasoning behind each bound:
-docs/performance.md); `ok` is false and `failed` names each check and figure out of bounds.
+docs/lab/performance-rounds.md, Self-check tolerances); `ok` is false and `failed` names each check and figure out of bounds.
 """
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ CHECK_TOKENS = 48  # completion tokens per row in the checks (the plain sampler 
 SEED = 1234
 ALL_ROWS = "rows"  # identical_rows must equal the check's rows
 
-# check -> figure -> (rule, bound); docs/performance.md justifies each bound.
+# check -> figure -> (rule, bound); docs/lab/performance-rounds.md justifies each bound.
 SUBSET_LOGPROB_TOLERANCE = 0.1  # nats: bf16 rounding of another batch shape; a wrong prompt moves nats
 TOLERANCES = {
     "fp32_greedy": {"identical_rows": ("==", ALL_ROWS), "max_logprob_diff": ("<=", 1e-4)},

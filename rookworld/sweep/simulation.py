@@ -17,7 +17,7 @@ race's drops are left out: they only remove configurations, and the confirmation
 
 Vectorised over sweeps (numpy): 1,000 sweeps of 50 configurations take well under a second.
 
-    python -m rookworld.sweep.simulation     # the figures of docs/sweeps.md, Positions
+    python -m rookworld.sweep.simulation     # the figures of docs/lab/evaluation-noise.md, Simulated sweeps
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The data of docs/sweeps.md's evaluation-size noise table, on a GPU machine (~5 minutes on 4 GPUs):
+# The data of the evaluation-size noise table (docs/lab/evaluation-noise.md), on a GPU machine (~5 minutes on 4 GPUs):
 # the hand-tuned recipe (experiment=grpo_rookworld_tiny, 400 steps, checkpoints at 100, 200, 400) on seeds
 # 0..SEEDS-1 dealt over GPUS, then every checkpoint evaluated greedily on the first N P: + N A: validation
 # problems (N = 1,500, the part's size; every smaller size is a prefix of it), per-problem scores kept.

@@ -1,4 +1,4 @@
-"""How much of the spread between trials is evaluation noise: the noise table of docs/sweeps.md.
+"""How much of the spread between trials is evaluation noise: the noise table of docs/lab/evaluation-noise.md.
 
 Input: one configuration trained on several seeds, each final model evaluated on the same held-out problems
 (per-problem scores in problem order, EvalResult.problem_scores). Size N means the first N P: and the first
@@ -16,7 +16,7 @@ gives every smaller size. For each N:
 since score_s - score_t = (training difference) + (evaluation difference), Var = 2·training² + SE_paired².
 The absolute SE is larger than the evaluation noise: the positions that are hard for every run move
 every run's score alike and cancel in a comparison. Sweeps compare, so their evaluation size is chosen on
-`noise / training spread at the largest size` (docs/sweeps.md: at most 0.5).
+`noise / training spread at the largest size` (docs/lab/evaluation-noise.md: at most 0.5).
 """
 from __future__ import annotations
 
