@@ -89,24 +89,23 @@ def started_trials(directory: Path) -> int:
                for line in path.read_text().splitlines())
 
 
-def running_trials_are_tracked(directory: Path) -> bool:
-    """Some trial is running and every running trial has its MLflow run."""
-    running = {str(t.number) for t in load_study(f"journal:{directory}/outputs/optuna/smoke.journal")
-               .get_trials(deepcopy=False, states=(TrialState.RUNNING,))}
-    return bool(running) and running <= {r.data.tags.get(TRIAL_TAG) for r in mlflow_runs(directory)}
+def trial_runs(directory: Path) -> list:
+    return [r for r in mlflow_runs(directory) if r.data.tags.get(ROLE_TAG) == "trial"]
 
 
 @pytest.mark.slow
 def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
-    command = ("hydra.sweeper.n_trials=8", "hydra.sweeper.n_jobs=2", "steps=3")  # 8: on a loaded machine the kill
-    # still lands mid-sweep (with 4, the last trials could end between two polls before it)
+    """The kill lands where the test puts it: the first launch's trials never end on their own (100,000
+    steps), so both workers are inside a trial with its MLflow run when it is killed. The same study then
+    resumes with trials of 3 steps. (A trial killed before its MLflow run exists has nothing to mark: its
+    stale failure and retry are in the study, and the retry's run carries its params.)"""
+    trials = ("hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2")
     with open(tmp_path / "first.log", "w") as log:
-        first = subprocess.Popen(sweep_command(*command), cwd=tmp_path, env=subprocess_env(), stdout=log,
-                                 stderr=subprocess.STDOUT, start_new_session=True)
-    wait_for(lambda: started_trials(tmp_path) >= 3 or first.poll() is not None, 300, "a third trial to start")
-    assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
-    wait_for(lambda: running_trials_are_tracked(tmp_path) or first.poll() is not None, 120,
-             "the running trials' MLflow runs")  # a kill before a trial's run exists leaves nothing to mark
+        first = subprocess.Popen(sweep_command(*trials, "steps=100000"), cwd=tmp_path, env=subprocess_env(),
+                                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    wait_for(lambda: started_trials(tmp_path) == 2 or first.poll() is not None, 300, "both workers' trials to start")
+    # (the store exists by then: reading it earlier would race the sweep's creation of its tables)
+    wait_for(lambda: len(trial_runs(tmp_path)) == 2 or first.poll() is not None, 300, "both trials' MLflow runs")
     assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
     tree = descendants(first.pid)
     assert len(tree) >= 2  # its workers (and their children)
@@ -114,22 +113,23 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     first.wait()
     wait_for(lambda: not any(alive(pid) for pid in tree), 10, f"every process of the killed sweep to end: {tree}")
 
-    second = subprocess.run(sweep_command(*command), cwd=tmp_path, env=subprocess_env(), capture_output=True,
-                            text=True, timeout=600)
+    second = subprocess.run(sweep_command(*trials, "steps=3"), cwd=tmp_path, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
-    assert finished_count(study) == 8 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    assert finished_count(study) == 4 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
     stale = [t for t in study.trials if t.system_attrs.get(STALE_ATTR)]
-    assert stale and all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: its worker process") for t in stale)
+    assert sorted(t.number for t in stale) == [0, 1]
+    assert all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: its worker process") for t in stale)
     retries = [t for t in study.trials if RETRY_OF_ATTR in t.user_attrs]
-    assert sorted(t.user_attrs[RETRY_OF_ATTR] for t in retries) == sorted(t.number for t in stale)
+    assert sorted(t.user_attrs[RETRY_OF_ATTR] for t in retries) == [0, 1]
     assert all(r.params == study.trials[r.user_attrs[RETRY_OF_ATTR]].params for r in retries)
 
-    check_one_parent_with_every_trial(tmp_path, study, killed=frozenset(t.number for t in stale))
-    killed = [r for r in mlflow_runs(tmp_path) if r.data.tags.get(TRIAL_TAG) in {str(t.number) for t in stale}]
+    check_one_parent_with_every_trial(tmp_path, study)
+    killed = [r for r in trial_runs(tmp_path) if r.data.tags[TRIAL_TAG] in ("0", "1")]
     closed = [(r.data.tags.get(TRIAL_TAG), r.info.status, r.data.tags.get(OUTCOME_TAG), r.data.tags.get(STOP_REASON_TAG))
               for r in killed]
-    assert killed and all(status == "KILLED" and outcome == "failed" for _, status, outcome, _ in closed), closed
+    assert len(killed) == 2 and all(status == "KILLED" and outcome == "failed" for _, status, outcome, _ in closed), closed
     assert all(r.data.tags[STOP_REASON_TAG].startswith("its worker stopped while it ran") for r in killed)
 
 
@@ -252,7 +252,7 @@ def test_a_stopped_sweep_closes_its_trials_and_says_so_in_one_line(tmp_path: Pat
                              cwd=tmp_path, env=subprocess_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                              text=True, start_new_session=True)
     wait_for(lambda: started_trials(tmp_path) == 2 or sweep.poll() is not None, 300, "both workers' trials to start")
-    trials = lambda: [r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "trial"]  # noqa: E731
+    trials = lambda: trial_runs(tmp_path)  # noqa: E731
     wait_for(lambda: len(trials()) == 2 or sweep.poll() is not None, 300, "both trials' MLflow runs")
     time.sleep(3)  # inside the trials' training steps
     (os.killpg if to_group else os.kill)(sweep.pid, getattr(signal, name))
