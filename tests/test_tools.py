@@ -25,3 +25,12 @@ def test_layout_lists_every_script_a_user_runs():
     user_scripts = [p.name for p in SCRIPTS if p.parent == TOOLS]
     missing = [name for name in user_scripts if f"`{name}`" not in layout]
     assert not missing, f"docs/layout.md's tools/ table does not list {', '.join(missing)}"
+
+
+def test_every_lab_script_is_named_where_its_figures_are():
+    """A script of tools/lab/ made one study's figures: the record, guide or config that states them names it."""
+    texts = [p.read_text() for p in [*(REPO / "docs").rglob("*.md"), *(REPO / "conf").rglob("*.yaml"),
+                                     *(REPO / "rookworld").rglob("README.md")]]
+    lab = [p for p in SCRIPTS if TOOLS / "lab" in p.parents]
+    unnamed = [str(p.relative_to(REPO)) for p in lab if not any(str(p.relative_to(REPO)) in t for t in texts)]
+    assert not unnamed, f"no record, guide or config names {', '.join(unnamed)}: name it beside its figures, or remove it"
