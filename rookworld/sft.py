@@ -78,7 +78,8 @@ def training_stream(spec: SftSpec, tokenizer, policy_train: Sequence[Problem], f
     """The endless document stream (packed rows with sft.pack) and the collate function of its batches.
     `policy_train`: the P: positions, any sequence (a list, or a ShardPool that grows)."""
     s = spec.sft
-    cases = ArbiterCases(dict(s.arbiter_cases), heldout_keys(spec) if exclude is None else exclude)
+    cases = ArbiterCases(dict(s.arbiter_cases), heldout_keys(spec) if exclude is None else exclude,
+                         s.arbiter_docs_per_position)
     stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, spec.seed,
                            first_stream=first_stream, loss_on=s.loss_on)
     if s.pack:

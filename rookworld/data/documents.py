@@ -18,9 +18,11 @@ import chess
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
-from rookworld.data.move_cases import classify_position, random_game_positions
+from rookworld.data.move_cases import TERMINAL_CASES, classify_position, random_game_positions
 from rookworld.data.records import position_key
-from rookworld.tasks import Problem, arbiter_problem, arbiter_truth, history_with_move, perfect_completion
+from rookworld.data.word_cache import WordCache
+from rookworld.tasks import ArbiterTruth, Problem, arbiter_problem, history_with_move, perfect_completion
+from rookworld.tasks.arbiter import REWARD_DRAW, REWARD_ILLEGAL, REWARD_LEGAL, REWARD_WIN
 from rookworld.tasks.policy import render_policy_completion
 
 IGNORE = -100  # target id the loss skips (padding)
@@ -29,27 +31,55 @@ Document = tuple[list[int], int]  # token ids, index of the first target the los
 
 
 class ArbiterCases:
-    """Draws A: transitions case by case: a case first (by weight), then a move of that case."""
+    """Draws A: transitions case by case: a case first (by weight), then a move of that case.
+    `docs_per_position` transitions are drawn from each position (each independently, given the
+    position's moves by case), so each document has the distribution it has with one, for 1/k of
+    the work of classifying positions (the costliest part of an A: document)."""
 
-    def __init__(self, case_weights: dict[str, float], exclude_fens: set[str]):
+    def __init__(self, case_weights: dict[str, float], exclude_fens: set[str], docs_per_position: int = 1):
         self.cases = list(case_weights)
         self.weights = [case_weights[c] for c in self.cases]
         self.exclude = exclude_fens
+        self.docs_per_position = docs_per_position
 
-    def problem(self, board: chess.Board, rng: random.Random) -> Problem | None:
-        if board.is_game_over() or position_key(board.fen()) in self.exclude:
-            return None
-        options = classify_position(board, rng)
-        by_case: dict[str, list[chess.Move]] = {}
-        for case, moves in options.items():
-            by_case.setdefault(case.split(":")[0], []).extend(m for m, _ in moves)
-        available = [(c, w) for c, w in zip(self.cases, self.weights) if by_case.get(c)]
-        if not available:
-            return None
-        case = rng.choices([c for c, _ in available], [w for _, w in available])[0]
-        move = rng.choice(by_case[case]).uci()
-        history = history_with_move([m.uci() for m in board.move_stack], move)
-        return arbiter_problem(arbiter_truth(board.fen(), move, history))
+    def problems(self, boards: Iterator[chess.Board], rng: random.Random) -> Iterator[Problem | None]:
+        """A: problems from the positions of `boards`, docs_per_position each; None for a position
+        that gives none (the game is over, it is held out, or no case of the weights is possible)."""
+        for board in boards:
+            if board.is_game_over():
+                yield None
+                continue
+            fen = board.fen()
+            if position_key(fen) in self.exclude:
+                yield None
+                continue
+            by_case: dict[str, list[chess.Move]] = {}
+            for case, moves in classify_position(board, rng).items():
+                by_case.setdefault(case.split(":")[0], []).extend(m for m, _ in moves)
+            available = [(c, w) for c, w in zip(self.cases, self.weights) if by_case.get(c)]
+            if not available:
+                yield None
+                continue
+            past = [m.uci() for m in board.move_stack]
+            for _ in range(self.docs_per_position):
+                case = rng.choices([c for c, _ in available], [w for _, w in available])[0]
+                move = rng.choice(by_case[case])
+                history = tuple(history_with_move(past, move.uci()))
+                yield arbiter_problem(truth_of_case(board, fen, move, case, history))
+
+
+def truth_of_case(board: chess.Board, fen: str, move: chess.Move, case: str, history: tuple[str, ...]) -> ArbiterTruth:
+    """arbiter_truth(fen, move, history) from the move's known case (move_cases.CASES), without
+    parsing the FEN or probing the game's end again: a case names the outcome (the FEN alone has no
+    repetitions to see)."""
+    if case == "illegal":
+        return ArbiterTruth(fen, move.uci(), history, fen, REWARD_ILLEGAL, terminated=False, truncated=True)
+    board.push(move)
+    next_fen = board.fen()
+    board.pop()
+    reward = REWARD_WIN if case == "checkmate" else REWARD_DRAW if case in TERMINAL_CASES else REWARD_LEGAL
+    return ArbiterTruth(fen, move.uci(), history, next_fen, reward, terminated=case in TERMINAL_CASES,
+                        truncated=False)
 
 
 class TaskDocuments(IterableDataset):
@@ -66,28 +96,37 @@ class TaskDocuments(IterableDataset):
     def __iter__(self) -> Iterator[Document]:
         worker = get_worker_info()
         rng = random.Random(f"{self.seed}:{self.first_stream + (worker.id if worker else 0)}")
-        boards = random_game_positions(rng, n_games=10**9)
+        arbiter = self.cases.problems(random_game_positions(rng, n_games=10**9), rng)
+        words = WordCache(self.tokenizer.tokenizer)
         while True:
             if rng.random() < self.arbiter_fraction:
-                problem = self.cases.problem(next(boards), rng)
+                problem = next(arbiter)
                 if problem is None:
                     continue
                 completion = perfect_completion(problem)
             else:
                 problem = rng.choice(self.policy_problems)
                 completion = render_policy_completion(problem.truth, shuffle_rng=rng)
-            yield encode_document(self.tokenizer, problem.prompt_text, completion, self.seq_len, self.loss_on)
+            yield encode_document(self.tokenizer, problem.prompt_text, completion, self.seq_len, self.loss_on, words)
 
 
-def encode_document(tokenizer, prompt: str, completion: str, seq_len: int, loss_on: str) -> Document:
+def encode_document(tokenizer, prompt: str, completion: str, seq_len: int, loss_on: str,
+                    words: WordCache | None = None) -> Document:
     """End-of-text, prompt + completion, newline: a RookWorld training document, cut to seq_len + 1
     tokens, with the first target the loss counts: 0 for the whole document; for the completion, the
-    first token that holds a character of it (a token across the boundary is trained on)."""
-    encoding = tokenizer.tokenizer.encode(prompt + completion, add_special_tokens=False)
-    ids = ([tokenizer.eos_id] + encoding.ids + [tokenizer.newline_id])[: seq_len + 1]
+    first token that holds a character of it (a token across the boundary is trained on). `words`:
+    the same ids through a WordCache (the stream's), else through the tokenizer."""
+    text = prompt + completion
+    if words is not None and words.handles(text):
+        text_ids = words.encode(text)
+        ends = words.ends(text_ids) if loss_on != "document" else []
+    else:
+        encoding = tokenizer.tokenizer.encode(text, add_special_tokens=False)
+        text_ids, ends = encoding.ids, [end for _, end in encoding.offsets]
+    ids = ([tokenizer.eos_id] + text_ids + [tokenizer.newline_id])[: seq_len + 1]
     if loss_on == "document":
         return ids, 0
-    prompt_tokens = sum(1 for _, end in encoding.offsets if end <= len(prompt))
+    prompt_tokens = sum(1 for end in ends if end <= len(prompt))
     return ids, prompt_tokens  # target i predicts ids[i + 1]: the eos predicts the first prompt token
 
 

@@ -69,6 +69,29 @@ def legal_move_case(board: chess.Board, move: chess.Move) -> str:
         board.pop()
 
 
+def legal_move_case_in(board: chess.Board, move: chess.Move, insufficient_now: bool) -> str:
+    """legal_move_case with one legal-move probe per move (~2x cheaper), given whether the position
+    has insufficient material now: a move that neither captures nor promotes keeps every piece and
+    each bishop's square colour, so it keeps that verdict."""
+    kind = "normal"
+    if board.is_castling(move):
+        kind = "castling"
+    elif board.is_en_passant(move):
+        kind = "en_passant"
+    elif move.promotion:
+        kind = "promotion"
+    changes_material = move.promotion is not None or board.is_capture(move)
+    board.push(move)
+    try:
+        if not any(board.generate_legal_moves()):
+            return "checkmate" if board.is_check() else "stalemate"
+        if board.is_insufficient_material() if changes_material else insufficient_now:
+            return "insufficient"
+        return "seventyfive_moves" if board.halfmove_clock >= 150 else kind
+    finally:
+        board.pop()
+
+
 def move_case(fen: str, uci: str) -> str:
     """The case of the move `uci` in the position `fen`: "illegal" unless it is legal, else legal_move_case."""
     board = chess.Board(fen)
@@ -178,8 +201,9 @@ def classify_position(board: chess.Board, rng: random.Random) -> dict[str, list[
     """(move, detail) options per case reachable from this position; illegal moves are keyed
     "illegal:<kind>" so that every kind can get its share."""
     options: dict[str, list[tuple[chess.Move, str]]] = {}
+    insufficient_now = board.is_insufficient_material()
     for move in list(board.legal_moves):
-        options.setdefault(legal_move_case(board, move), []).append((move, ""))
+        options.setdefault(legal_move_case_in(board, move, insufficient_now), []).append((move, ""))
     for move, kind in illegal_moves(board, rng):
         options.setdefault(f"illegal:{kind}", []).append((move, kind))
     return options

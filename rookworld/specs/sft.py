@@ -31,6 +31,7 @@ class Sft:
     compile: bool
     max_grad_norm: float
     arbiter_fraction: float
+    arbiter_docs_per_position: int
     loss_on: str
     arbiter_cases: dict[str, float]
     num_workers: int
@@ -42,7 +43,8 @@ class Sft:
     save_dtype: str
 
     def __post_init__(self):
-        for key in ("steps", "batch_size", "seq_len", "pack_window", "heldout_docs", "log_every"):
+        for key in ("steps", "batch_size", "seq_len", "pack_window", "arbiter_docs_per_position", "heldout_docs",
+                    "log_every"):
             value = getattr(self, key)
             require(isinstance(value, int) and value >= 1, f"sft.{key}", value, "must be an integer >= 1")
         require(isinstance(self.eval_every, int) and self.eval_every >= 0, "sft.eval_every", self.eval_every,
