@@ -5,6 +5,8 @@ failed outcome) is what the Optuna sweeper optimises, its `outcome` what the stu
 """
 from __future__ import annotations
 
+import logging
+import sys
 from typing import TYPE_CHECKING
 
 import hydra
@@ -16,6 +18,7 @@ from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command, in_multirun, to_run_log
 from rookworld.hooks import build_step_hooks, run_link
 from rookworld.resume_check import check_checkpoint_folder
+from rookworld.specs.inert import inert_override_warnings
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 
 if TYPE_CHECKING:  # torch and the model load in run(): a sweep's launcher and a refused command never need them
@@ -57,12 +60,20 @@ def run_change(trainer: Trainer, result: RunResult) -> Change | None:
     return judge_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps)
 
 
+def warn_inert_overrides(cfg: DictConfig, overrides: list[str]) -> None:
+    """A knob set on the command line that the run's other settings switch off: one warning line each."""
+    for line in inert_override_warnings(cfg, overrides):
+        print(line, file=sys.stderr)
+        to_run_log(line, logging.WARNING)
+
+
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> RunResult:
     with as_command():
         if not in_multirun():  # a sweep composes each trial's whole config itself
             job = HydraConfig.get()
             cfg = resumed_config(cfg, job.overrides.task, job.runtime.choices)
+            warn_inert_overrides(cfg, job.overrides.task)
         return run(cfg)
 
 

@@ -28,6 +28,7 @@ from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
 from rookworld.interrupts import Interrupted, interrupts_unmasked
+from rookworld.specs.inert import check_swept_knobs_act
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.job.context import ParentRef, write_parent_ref
 from rookworld.sweep.running.gpus import worker_gpus, worker_threads
@@ -391,8 +392,9 @@ def compose_trial(config: DictConfig, context: HydraContext, space: SearchSpace,
 
 def check_swept_dimensions(config: DictConfig, context: HydraContext, space: SearchSpace,
                            probes: list[DictConfig]) -> None:
-    """No silent dimension: every swept key's value reaches the trial config, and the choices of a swept
-    config group compose different trial configs (keys a preset lays over a group win over its choice)."""
+    """No silent dimension: every swept key's value reaches the trial config, the choices of a swept config
+    group compose different trial configs (keys a preset lays over a group win over its choice), and no swept
+    knob is one that the trial's other settings switch off (rookworld/specs/inert.py)."""
     preset = f"sweeps={OmegaConf.select(config, 'hydra.runtime.choices.sweeps', default=None)}"
     for probe, params in zip(probes, space.probes()):
         groups = probe.hydra.runtime.choices
@@ -416,6 +418,7 @@ def check_swept_dimensions(config: DictConfig, context: HydraContext, space: Sea
                                   f"choices {same[0]} and {choice} compose the same trial config (keys laid over the "
                                   f"group win over its choice: set its default with `override /{key}: ...` in the defaults)")
             composed[str(choice)] = plain
+    check_swept_knobs_act(space.distributions, probes, preset)
 
 
 def first_missing(path: Path) -> Path | None:
