@@ -537,3 +537,42 @@ def test_a_race_run_that_raises_is_never_a_score_it_runs_again_and_twice_leaves_
     assert report.split("\n")[2] == verdict
     assert "Infrastructure failures: 0 runs cut by the end of their machine (re-queued), 2 runs that raised: trial 2 " \
            "(race, baseline, seeds [2]): CUDA error" in report
+
+
+def test_a_finalist_whose_confirmation_runs_raise_twice_leaves_the_verdict_undecided_not_negative() -> None:
+    """The race's only survivor besides the baseline is the finalist; its confirmation run raises twice, so no
+    survivor is left to confirm: the verdict is undecided and names the failed run, never "no configuration beats
+    the baseline" (its score is unknown, not bad)."""
+    import optuna
+
+    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
+    from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR
+
+    settings = StageSettings.parse(STAGES).with_horizon(2)
+    study = optuna.create_study(direction="maximize")
+
+    def view() -> StageView:
+        return StageView.of(study.get_trials(), settings, n_trials=1)
+
+    def run(item: Item, score: float | None) -> None:
+        study.enqueue_trial({}, user_attrs=item.attrs())
+        trial = study.ask()
+        if score is None:
+            trial.set_user_attr(FAIL_REASON_ATTR, "CUDA error: out of memory")
+            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return
+        trial.set_user_attr(SCORES_ATTR, [[r, s, score + 0.01 * s] for r in (1, 2) for s in item.seeds])
+        trial.set_user_attr(OUTCOME_ATTR, "success")
+        study.tell(trial, score)
+
+    run(Item("search", BASELINE, (), (0, 1)), 0.50)
+    run(Item("search", "1", ("optimizer.lr=1e-4",), (0, 1)), 0.49)
+    items, verdict = due(view())
+    while items and verdict is None:  # the race, then the confirmation: the finalist's first fresh-seed run raises
+        item = items[0]
+        run(item, None if item.stage == "confirm" and not item.baseline else 0.5 if item.baseline else 0.49)
+        items, verdict = due(view())
+    assert items == [] and verdict == ("verdict: undecided: a confirm run of trial 1 raised 2 times and no other race "
+                                       "survivor is left to confirm (infrastructure, not a score: the report's failures "
+                                       "line; fix it and run the same command)")

@@ -3,9 +3,11 @@
 Seed i is the same training seed for every configuration (the same problem order and sampling
 stream, and with eval.draw=blocks the same evaluated positions), so the per-seed differences cancel what
 the seeds share. On those differences: a one-sided test that the candidate is better (Wilcoxon
-signed-rank or paired t), the lower confidence bound that the same test gives at a level (the
-signed-rank test's from the Walsh averages, the t-test's from t), and Holm's correction when several
-candidates are tested at once.
+signed-rank or paired t), the lower confidence bound that inverts the same test at a level, and Holm's
+correction when several candidates are tested at once. The bound and the test are one procedure: at any
+level, "the bound is above 0" and "p <= level" say the same thing, ties and zero differences included
+(the signed-rank statistic counts the Walsh averages above 0, and the bound is the Walsh average at the
+critical count).
 Scores are higher-is-better; a configuration's scores are a mapping seed -> score.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 import math
 
 import numpy as np
@@ -42,34 +45,59 @@ def paired_differences(candidate: Scores, reference: Scores) -> np.ndarray:
 
 
 def one_sided_p(differences: np.ndarray, test: str) -> float:
-    """p-value of "the differences lean above zero": Wilcoxon signed-rank (zeros ranked, Pratt's
-    convention; exact up to 13 seeds, ties and zeros included) or the paired t-test."""
-    from scipy import stats  # on first use: ~1 s that every run importing this module would pay
+    """p-value of "the differences lean above zero": the exact Wilcoxon signed-rank test (on any number of
+    seeds; a zero difference, or two that cancel, counts against the candidate: signed_rank_statistic) or the paired t-test."""
     check_test(test)
+    if test == "wilcoxon":
+        return float(signed_rank_upper_tail(len(differences))[signed_rank_statistic(differences)])
     if not np.any(differences):
         return 1.0  # no seed tells the two apart: no evidence either way
-    if test == "t" and np.ptp(differences) == 0:
+    if np.ptp(differences) == 0:
         return 0.0 if differences[0] > 0 else 1.0  # the same difference on every seed: t is infinite
-    if test == "wilcoxon":
-        return float(stats.wilcoxon(differences, alternative="greater", zero_method="pratt").pvalue)
+    from scipy import stats  # on first use: ~1 s that every run importing this module would pay
     return float(stats.ttest_1samp(differences, 0.0, alternative="greater").pvalue)
 
 
+def signed_rank_statistic(differences: np.ndarray) -> np.ndarray | int:
+    """W+ over the last axis: how many of the n(n + 1)/2 Walsh averages (d_i + d_j)/2, i <= j, are above 0.
+    Without zeros or ties it is the sum of the positive differences' ranks; a zero or a Walsh average of exactly
+    0 counts as not above, so the exact null tail of the untied statistic bounds its p-value (conservative)."""
+    d = np.asarray(differences, dtype=float)
+    upper = np.triu(np.ones((d.shape[-1],) * 2, dtype=bool))
+    above = (d[..., :, None] + d[..., None, :] > 0) & upper
+    count = above.sum(axis=(-2, -1))
+    return int(count) if np.ndim(count) == 0 else count
+
+
+@lru_cache(maxsize=64)
+def signed_rank_upper_tail(seeds: int) -> np.ndarray:
+    """tail[w] = P(W+ >= w) with no difference, w = 0 .. n(n + 1)/2 + 1 (the last 0): each rank is in W+ with
+    chance 1/2, independently."""
+    null = np.zeros(seeds * (seeds + 1) // 2 + 1)
+    null[0] = 1.0
+    for rank in range(1, seeds + 1):
+        null[rank:] = (null[rank:] + null[:-rank]) / 2  # the right side is a new array
+        null[:rank] /= 2
+    tail = np.append(np.cumsum(null[::-1])[::-1], 0.0)
+    tail.flags.writeable = False
+    return tail
+
+
 def lower_bound(differences: np.ndarray, level: float, test: str) -> float:
-    """The one-sided (1 - level) lower confidence bound of the difference that inverts the test at `level`:
-    the shifts it would not reject. Paired t: mean - t(1 - level) x sd / sqrt(n) (of the mean). Signed rank:
-    the (M - c + 1)-th smallest of the M = n(n + 1)/2 Walsh averages, c the exact critical value of W+ (of the
-    centre of the differences' distribution); -inf when n seeds cannot reach p <= level at all."""
-    from scipy import stats  # on first use: ~1 s that every run importing this module would pay
+    """The one-sided (1 - level) lower confidence bound of the difference that inverts the test at `level`: the
+    shifts it would not reject, so that the bound is above 0 exactly when p <= level. Paired t: mean - t(1 - level)
+    x sd / sqrt(n) (of the mean). Signed rank: the c-th largest of the M = n(n + 1)/2 Walsh averages, c the exact
+    critical value of W+ (of the centre of the differences' distribution); -inf when n seeds cannot reach
+    p <= level at all."""
     check_test(test)
     n = len(differences)
     if test == "t":
+        from scipy import stats  # on first use: ~1 s that every run importing this module would pay
         spread = float(np.std(differences, ddof=1)) / math.sqrt(n)
         return float(differences.mean()) - float(stats.t.ppf(1 - level, n - 1)) * spread
-    if n < fewest_seeds_to_decide(level, test):
-        return -math.inf
+    critical = signed_rank_critical_value(n, level)
     walsh = np.sort((differences[:, None] + differences[None, :])[np.triu_indices(n)] / 2)
-    return float(walsh[len(walsh) - signed_rank_critical_value(n, level)])
+    return -math.inf if critical > len(walsh) else float(walsh[len(walsh) - critical])
 
 
 def compare(candidate: Scores, reference: Scores, *, test: str) -> Comparison:
@@ -94,15 +122,9 @@ def holm(p_values: Sequence[float]) -> list[float]:
 
 
 def signed_rank_critical_value(seeds: int, alpha: float) -> int:
-    """The smallest signed-rank sum W+ whose exact one-sided p-value, P(W+ >= it | no difference),
-    is at most alpha. Under no difference each rank is in W+ with chance 1/2, independently."""
-    null = np.zeros(seeds * (seeds + 1) // 2 + 1)
-    null[0] = 1.0
-    for rank in range(1, seeds + 1):
-        null[rank:] = (null[rank:] + null[:-rank]) / 2  # the right side is a new array
-        null[:rank] /= 2
-    upper_tail = np.cumsum(null[::-1])[::-1]  # upper_tail[w] = P(W+ >= w)
-    return int(np.argmax(upper_tail <= alpha))
+    """The smallest signed-rank count W+ whose exact one-sided p-value, P(W+ >= it | no difference), is at
+    most alpha; n(n + 1)/2 + 1 (beyond every count) when none is."""
+    return int(np.argmax(signed_rank_upper_tail(seeds) <= alpha))
 
 
 def fewest_seeds_to_decide(alpha: float, test: str) -> int:

@@ -231,7 +231,15 @@ def undecided_line(stage: str) -> str:
             f"score: the report's failures line; fix it and run the same command)")
 
 
-def no_finalist_line(state: RaceState) -> str:
+def no_finalist_line(view: StageView, state: RaceState) -> str:
+    """The verdict when no finalist is left: undecided when a configuration left a stage because its runs raised
+    (its score is unknown, not bad), else the race's negative answer."""
+    lost = [(stage, config) for stage in (RACE, CONFIRM) for config in view.failed(stage) if config != BASELINE]
+    if lost:
+        stage, config = lost[0]
+        return (f"verdict: undecided: a {stage} run of trial {config} raised {RUN_ATTEMPTS} times and no other "
+                f"{'configuration' if stage == RACE else 'race survivor'} is left to confirm (infrastructure, not a "
+                f"score: the report's failures line; fix it and run the same command)")
     return (f"verdict: no configuration beats the baseline (the race dropped every configuration against it, "
             f"{state.rounds} seeds)")
 
@@ -263,7 +271,7 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
         return (needed or filler(view, later)), None
     finalists = view.finalists(state)
     if not finalists:
-        return [], no_finalist_line(state)
+        return [], no_finalist_line(view, state)
     missing = new([Item(CONFIRM, config, overrides[config], (seed,)) for config in [*finalists, BASELINE]
                    for seed in s.confirm_seeds()])
     if missing:

@@ -5,7 +5,8 @@ eval.draw=blocks each seed on its own block). Each is compared with the baseline
 one-sided paired test); with several finalists, Holm's correction keeps the chance of naming any false
 winner at most alpha. The winner is the finalist with the largest mean difference among those whose
 adjusted p <= alpha. The verdict is one line: the mean paired difference, the lower bound that the test
-itself gives at the finalist's Holm level (rounded down: outward), the test, its level, its adjusted p,
+itself gives at the finalist's Holm level (rounded down: outward; above 0 exactly when Holm rejects), the test,
+its level, its adjusted p,
 and the difference it would find with power 0.8 at that level and the differences' sd (rounded up):
 
     verdict: trial 162 beats the baseline: +0.0210, lower bound +0.012 (one-sided signed-rank test, Holm alpha 0.01, p = 0.001, 10 fresh seeds); detectable with power 0.8: +0.009
@@ -32,7 +33,7 @@ class Finalist:
     trial: int
     comparison: Comparison  # against the baseline; its p_value is the unadjusted one
     adjusted_p: float  # Holm over every finalist of the confirmation
-    level: float  # its Holm level: alpha over the finalists not yet rejected when its turn comes
+    level: float  # its Holm level (holm_levels): alpha over the finalists not yet rejected when its turn comes
     lower: float  # the test's one-sided (1 - level) lower bound of the difference
 
     def detectable(self, test: str) -> float:
@@ -67,12 +68,25 @@ def confirm(finalists: Mapping[int, Scores], baseline: Scores, *, alpha: float, 
         raise ValueError("a confirmation needs at least one finalist")
     comparisons = {trial: compare(scores, baseline, test=test) for trial, scores in finalists.items()}
     adjusted = holm([c.p_value for c in comparisons.values()])
-    order = sorted(comparisons, key=lambda trial: comparisons[trial].p_value)
-    levels = {trial: alpha / (len(order) - rank) for rank, trial in enumerate(order)}
+    levels = holm_levels({trial: c.p_value for trial, c in comparisons.items()}, alpha)
     ranked = sorted((_finalist(trial, c, p, levels[trial], test) for (trial, c), p in zip(comparisons.items(), adjusted)),
                     key=lambda f: -f.comparison.mean_difference)
     winners = [f for f in ranked if f.adjusted_p <= alpha and f.comparison.mean_difference > 0]
     return Verdict(tuple(ranked), winners[0] if winners else None, test)
+
+
+def holm_levels(p_values: Mapping[int, float], alpha: float) -> dict[int, float]:
+    """Each test's level in Holm's step-down: alpha / (tests not yet rejected) when its turn comes, smallest p
+    first; once one is not rejected the procedure stops, and every test from it on keeps that last level. So a
+    bound at its level is above 0 exactly when Holm rejects its test (a later test's own smaller p-value
+    cannot pass a level that the step-down never reached)."""
+    order = sorted(p_values, key=lambda trial: p_values[trial])
+    levels, stopped = {}, None
+    for rank, trial in enumerate(order):
+        if stopped is None and min(1.0, (len(order) - rank) * p_values[trial]) > alpha:
+            stopped = alpha / (len(order) - rank)
+        levels[trial] = stopped if stopped is not None else alpha / (len(order) - rank)
+    return levels
 
 
 def _finalist(trial: int, comparison: Comparison, adjusted_p: float, level: float, test: str) -> Finalist:
