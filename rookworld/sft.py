@@ -39,7 +39,7 @@ from rookworld.optim import build_optimizer, lr_at, set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.specs.rules import require
 from rookworld.specs.sft import SftSpec
-from rookworld.supervised import lm_loss, supervised_step
+from rookworld.supervised import check_cuda_knobs, lm_loss, supervised_step
 from rookworld.tasks import Problem
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.model.precision import autocast_for
@@ -112,7 +112,7 @@ def run(cfg: DictConfig, policy_train: Sequence[Problem] | None = None) -> dict[
             f"must split evenly over the {ranks.world} processes")
     torch.manual_seed(spec.seed)
     core, tokenizer = load_trainable(spec, device)
-    require(not s.compile or device.type == "cuda", "sft.compile", s.compile, f"needs a CUDA device, not {device}")
+    check_cuda_knobs(s, device)
     model = distributed.wrap(core, ranks, device)
     model = torch.compile(model, dynamic=False) if s.compile else model
     n_params = sum(p.numel() for p in core.parameters())

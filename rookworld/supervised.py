@@ -10,6 +10,14 @@ import torch
 import torch.nn.functional as F
 
 from rookworld.data.documents import IGNORE
+from rookworld.specs.rules import require
+
+
+def check_cuda_knobs(sft, device: torch.device) -> None:
+    """sft.compile and flex attention (whose backward is CUDA's only) need a CUDA device."""
+    require(not sft.compile or device.type == "cuda", "sft.compile", sft.compile, f"needs a CUDA device, not {device}")
+    require(not sft.pack or sft.pack_attention != "flex" or device.type == "cuda", "sft.pack_attention",
+            sft.pack_attention, f"flex trains on a CUDA device only, not {device} (sdpa: the same loss)")
 
 
 def lm_loss(model, inputs: torch.Tensor, targets: torch.Tensor, positions: torch.Tensor | None = None,

@@ -75,3 +75,18 @@ def test_streamed_rows_are_full_and_keep_every_document_whole(tiny_tokenizer):
 def test_a_document_longer_than_a_row_is_refused(tiny_tokenizer):
     with pytest.raises(ValueError, match="does not fit a row of sft.seq_len=50"):
         pack_documents(documents(tiny_tokenizer, 2), 50)
+
+
+def test_flex_attention_and_compile_are_refused_on_the_cpu_in_one_line():
+    from hydra import compose, initialize_config_dir
+    from train_helpers import CONF_DIR
+
+    from rookworld.config import ConfigError, load_sft
+    from rookworld.supervised import check_cuda_knobs
+
+    for override, message in (("sft.pack_attention=flex", "flex trains on a CUDA device only"),
+                              ("sft.compile=true", "needs a CUDA device")):
+        with initialize_config_dir(config_dir=CONF_DIR):
+            spec = load_sft(compose("sft", overrides=["sft.pack=true", override]))
+        with pytest.raises(ConfigError, match=message):
+            check_cuda_knobs(spec.sft, torch.device("cpu"))

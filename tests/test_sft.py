@@ -115,11 +115,14 @@ def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp
     assert (tmp_path / "model" / "model.safetensors").is_file()
 
 
-def test_the_step_benchmark_prints_the_stream_and_one_line_per_batch_size(capsys):
+def test_the_step_benchmark_prints_the_stream_and_each_layout_per_batch_size(capsys):
     from rookworld.bench.sft_step import main
-    main(["--batch-sizes", "2", "4", "--steps", "1", "model=tiny", "model.tiny.n_layer=1", "model.tiny.n_embd=32",
-          "model.tiny.n_head=2", "device=cpu"])
+    main(["--batch-sizes", "2", "4", "--steps", "1", "--stream-docs", "20", "model=tiny", "model.tiny.n_layer=1",
+          "model.tiny.n_embd=32", "model.tiny.n_head=2", "device=cpu", "sft.seq_len=200", "sft.arbiter_docs_per_position=2"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("document stream: ") and "documents/s in one process" in lines[0]
-    assert [line.split()[1] for line in lines[1:]] == ["2", "4"]
-    assert all("documents/s" in line and "workers to feed it" in line for line in lines[1:])
+    assert "2 a position: " in lines[0]
+    assert [line.split()[1:3] for line in lines[1:]] == [["2", "unpacked"], ["2", "packed"], ["4", "unpacked"],
+                                                         ["4", "packed"]]
+    assert all("documents/s" in line and "real tokens/s" in line and "workers to feed it" in line for line in lines[1:])
+    assert "x200]" in lines[2]  # packed rows of sft.seq_len
