@@ -45,15 +45,18 @@ def random_endgame_board(rng: random.Random, max_extra: int = 5) -> chess.Board:
             return board
 
 
+def move_kind(board: chess.Board, move: chess.Move) -> str:
+    """The kind of a legal move, before any game end: castling, en_passant, promotion or normal."""
+    if board.is_castling(move):
+        return "castling"
+    if board.is_en_passant(move):
+        return "en_passant"
+    return "promotion" if move.promotion else "normal"
+
+
 def legal_move_case(board: chess.Board, move: chess.Move) -> str:
     """Case label of a legal move; terminal outcomes take precedence over move kinds."""
-    kind = "normal"
-    if board.is_castling(move):
-        kind = "castling"
-    elif board.is_en_passant(move):
-        kind = "en_passant"
-    elif move.promotion:
-        kind = "promotion"
+    kind = move_kind(board, move)
     board.push(move)
     try:
         if board.is_checkmate():
@@ -73,13 +76,7 @@ def legal_move_case_in(board: chess.Board, move: chess.Move, insufficient_now: b
     """legal_move_case with one legal-move probe per move (~2x cheaper), given whether the position
     has insufficient material now: a move that neither captures nor promotes keeps every piece and
     each bishop's square colour, so it keeps that verdict."""
-    kind = "normal"
-    if board.is_castling(move):
-        kind = "castling"
-    elif board.is_en_passant(move):
-        kind = "en_passant"
-    elif move.promotion:
-        kind = "promotion"
+    kind = move_kind(board, move)
     changes_material = move.promotion is not None or board.is_capture(move)
     board.push(move)
     try:
