@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import copy
 
-import numpy as np
 import torch
 
 from rookworld.data.arbiter_stream import case_counts
+from rookworld.data.blocks import game_blocks
 from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import load_model
@@ -88,20 +88,14 @@ def eval_problems(eval_spec: Eval, policy_heldout: list, arbiter_heldout: list, 
     return chosen
 
 
-DRAW_SHUFFLE_SEED = 0  # one shuffle of each part for every run: the blocks of two seeds never overlap
-
-
 def draw_block(problems: list, size: int, seed: int, task: str) -> list:
-    """Block `seed` of `size` problems of a seeded shuffle of `problems` (every run shuffles them alike, so the
-    blocks of seeds 0 .. blocks-1 are disjoint and a seed's block is the same for every configuration); seeds
-    beyond the blocks the part holds wrap round."""
+    """Block `seed` of the part's blocks of whole games (rookworld/data/blocks.py: the same for every run, no game
+    in two of them); seeds beyond the blocks the part holds wrap round."""
     if size == 0:
         return []
-    blocks = len(problems) // size
-    require(blocks >= 1, f"eval.num_{task}", size, f"the held-out part holds {len(problems)}: no block of {size}")
-    order = np.random.default_rng([DRAW_SHUFFLE_SEED, len(problems)]).permutation(len(problems))
-    start = (seed % blocks) * size
-    return [problems[i] for i in order[start:start + size]]
+    blocks = game_blocks([p.game for p in problems], size)
+    require(bool(blocks), f"eval.num_{task}", size, f"the held-out part holds {len(problems)}: no block of {size}")
+    return [problems[i] for i in blocks[seed % len(blocks)]]
 
 
 def _first_of_each_case(problems: list, eval_spec: Eval) -> list:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Mapping
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -89,7 +90,8 @@ def _policy_problems_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
     for line_no, record in iter_jsonl(path):
         with at_line(path, line_no):
             if record["candidates"]:
-                problems.append(policy_problem(policy_truth_from_record(record)))
+                problem = policy_problem(policy_truth_from_record(record))
+                problems.append(problem if record.get("game") is None else replace(problem, game=record["game"]))
     return tuple(problems)
 
 

@@ -17,6 +17,7 @@ class Problem:
     task: Literal["P", "A"]
     prompt_text: str
     truth: PolicyTruth | ArbiterTruth
+    game: int | None = None  # the self-play game a held-out position comes from (its record's "game"), if known
 
     def __post_init__(self) -> None:
         if self.task not in TASKS:

@@ -320,6 +320,7 @@ def check_position_blocks(stages: Any, probe: DictConfig) -> None:
     if probe.eval.draw != "blocks":
         return
     from rookworld.components import heldout_problems
+    from rookworld.data.blocks import game_blocks
     from rookworld.config import load_run
 
     spec = load_run(probe)
@@ -327,7 +328,7 @@ def check_position_blocks(stages: Any, probe: DictConfig) -> None:
                                 ("test", stages.confirm.seeds, "confirm.seeds")):
         for task, problems in zip(("policy", "arbiter"), heldout_problems(split, spec.data)):
             size = int(probe.eval[f"num_{task}"])
-            blocks = len(problems) // size if size else seeds
+            blocks = len(game_blocks([p.game for p in problems], size)) if size else seeds
             require(blocks >= seeds, f"eval.num_{task}", size, f"the {split} part ({len(problems)}) holds {blocks} "
                     f"blocks of it, hydra.sweeper.stages.{stage} = {seeds} seeds need one each (eval.draw=blocks)")
 
