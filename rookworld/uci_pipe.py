@@ -56,6 +56,11 @@ class PipeEngine(MultiPVAnalyser):
         return self._name
 
     @property
+    def pid(self) -> int | None:
+        """OS process id of the running engine, None when not started."""
+        return None if self._process is None else self._process.pid
+
+    @property
     def cache_misses(self) -> int:
         """Analyses run (the cache's misses)."""
         return self._cache.misses
@@ -138,8 +143,8 @@ def go_command(depth: int | None, nodes: int | None, time_limit: float | None) -
 
 def pv_index(line: str) -> int:
     """The MultiPV index of an `info` line (1 where the line names none, as python-chess reads it)."""
-    tokens = line.split()
-    return int(tokens[tokens.index("multipv") + 1]) if "multipv" in tokens else 1
+    after = line.partition(" multipv ")[2]
+    return int(after.split(" ", 1)[0]) if after else 1
 
 
 def parse_pv_line(line: str) -> tuple[int, str, float, int]:

@@ -41,3 +41,12 @@ def test_the_cheaper_draw_check_equals_python_chess_claim_draw() -> None:
                 break
             board.push(rng.choice(list(board.legal_moves)))
     assert claims >= 3  # threefold (or fifty-move) claims were among the positions checked
+
+
+@pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")
+def test_the_speed_bench_measures_two_trees_and_checks_their_labels(capsys: pytest.CaptureFixture) -> None:
+    from rookworld.bench.selfplay_speed import THIS_TREE, main
+    main(["--before", str(THIS_TREE), "--measure", "loop", "--games", "2", "--repeats", "1", "--nodes", "300"])
+    out = capsys.readouterr().out
+    assert out.count("repeat 0") == 2 and "python_ms" in out and "engine_ms" in out
+    assert "labels identical" in out
