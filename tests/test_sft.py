@@ -117,7 +117,7 @@ def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp
 
 def test_the_step_benchmark_prints_the_stream_and_each_layout_per_batch_size(capsys):
     from rookworld.bench.sft_step import main
-    main(["--batch-sizes", "2", "4", "--steps", "1", "--stream-docs", "20", "model=tiny", "model.tiny.n_layer=1",
+    main(["--batch-sizes", "2", "4", "--steps", "1", "--stream-docs", "20", "--repeats", "1", "model=tiny", "model.tiny.n_layer=1",
           "model.tiny.n_embd=32", "model.tiny.n_head=2", "device=cpu", "sft.seq_len=200", "sft.arbiter_docs_per_position=2"])
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("document stream: ") and "documents/s in one process" in lines[0]

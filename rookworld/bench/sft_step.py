@@ -4,8 +4,8 @@ supervised step costs, unpacked and packed, and what the document workers make.
 Times the step of `python -m rookworld.sft` (rookworld/supervised.py: forward, loss, backward, clipping,
 optimizer) on the configured model and device at each batch size, on the same real documents of the
 run's own stream twice: right-padded rows (sft.pack=false) and packed rows of sft.seq_len tokens
-(sft.pack=true; each --attention, compiled when sft.compile). Prints documents/s and real tokens/s of
-each (and on CUDA the share of the timed steps' wall time the GPU spent in kernels), and the stream's
+(sft.pack=true; each --attention, compiled when sft.compile), interleaved, --repeats times (medians).
+Prints documents/s and real tokens/s of each (and on CUDA the share of the timed steps' wall time the GPU spent in kernels), and the stream's
 documents/s in one process, with one A: document per position and with sft.arbiter_docs_per_position,
 so a run's layout, batch size and worker count can be chosen from figures: the step is data-bound
 when workers x stream rate falls below its documents/s.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
 import time
 from dataclasses import replace
 from functools import partial
@@ -51,11 +52,8 @@ def synchronize(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def step_rate(step, batch, device, steps: int) -> float:
-    """Steps/s of `step(batch)` on one fixed batch, after two untimed steps (compilation, allocator)."""
-    batch = [t.to(device) for t in batch]
-    for _ in range(2):
-        step(batch)
+def step_rate(step, batch, steps: int, device) -> float:
+    """Steps/s of `step(batch)` on one fixed batch already on the device."""
     synchronize(device)
     start = time.perf_counter()
     for _ in range(steps):
@@ -68,7 +66,6 @@ def gpu_busy(step, batch, device) -> float:
     """The share of a few steps' wall time that the GPU spends running kernels (torch.profiler)."""
     from torch.profiler import ProfilerActivity, profile
 
-    batch = [t.to(device) for t in batch]
     synchronize(device)
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         start = time.perf_counter()
@@ -91,6 +88,7 @@ def run(argv: list[str] | None) -> None:
                         help="documents per step (packed: the same documents in rows of sft.seq_len)")
     parser.add_argument("--steps", type=int, default=20, help="timed steps per layout and batch size")
     parser.add_argument("--stream-docs", type=int, default=1000, help="documents the stream's rate is timed on")
+    parser.add_argument("--repeats", type=int, default=3, help="rounds of interleaved timings (medians reported)")
     parser.add_argument("--attention", type=lambda text: text.split(","), default=None,
                         help="packed rows' attention kinds to time, comma-separated: sdpa,flex (default: sft.pack_attention)")
     parser.add_argument("overrides", nargs="*", help="Hydra overrides of the sft config")
@@ -111,15 +109,18 @@ def run(argv: list[str] | None) -> None:
         return TaskDocuments(tokenizer, problems, cases, s.arbiter_fraction, s.seq_len, spec.seed, loss_on=s.loss_on)
 
     n_docs = max(args.stream_docs, *args.batch_sizes)
-    rate, docs = stream_rate(stream(1), n_docs)
-    tokens = sum(map(document_tokens, docs)) / len(docs)
-    line = (f"document stream: {rate:,.0f} documents/s in one process, {tokens:.0f} tokens each "
-            f"(A: share {s.arbiter_fraction}, one A: document a position")
-    if s.arbiter_docs_per_position > 1:
-        k_rate, _ = stream_rate(stream(s.arbiter_docs_per_position), n_docs)
-        line += f"; {s.arbiter_docs_per_position} a position: {k_rate:,.0f} documents/s"
-        rate = k_rate
-    print(line + ")", flush=True)
+    per_position = sorted({1, s.arbiter_docs_per_position})
+    rates = {k: [] for k in per_position}
+    for _ in range(args.repeats):
+        for k in per_position:
+            rate, docs = stream_rate(stream(k), n_docs)
+            rates[k].append(rate)
+    rate = {k: statistics.median(r) for k, r in rates.items()}
+    print(f"document stream: {rate[1]:,.0f} documents/s in one process, "
+          f"{sum(map(document_tokens, docs)) / len(docs):.0f} tokens each (A: share {s.arbiter_fraction}, one A: "
+          f"document a position" + "".join(f"; {k} a position: {rate[k]:,.0f} documents/s" for k in per_position[1:])
+          + ")", flush=True)
+    feed_rate = rate[s.arbiter_docs_per_position]
     optimizer = build_optimizer(model.parameters(), spec.optimizer)
     autocast = partial(autocast_for, device, spec.model.dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
@@ -129,21 +130,32 @@ def run(argv: list[str] | None) -> None:
     for batch_size in args.batch_sizes:
         chosen = docs[:batch_size]
         real_tokens = sum(map(document_tokens, chosen))
-        for layout, runner, attention in layouts:
-            if attention is None:
-                batch = collate(chosen, tokenizer.pad_id)
-            else:
-                batch = collate_rows(pack_documents(chosen, s.seq_len), s.seq_len, tokenizer.pad_id)
-                model.packed_attention = attention
-            step = partial(supervised_step, runner, optimizer, autocast=autocast, max_grad_norm=s.max_grad_norm)
-            steps_s = step_rate(step, batch, device, args.steps)
+        unpacked = collate(chosen, tokenizer.pad_id)
+        packed = collate_rows(pack_documents(chosen, s.seq_len), s.seq_len, tokenizer.pad_id)
+
+        def step_of(runner, attention):
+            def step(batch):
+                if attention:
+                    model.packed_attention = attention
+                supervised_step(runner, optimizer, batch, autocast, s.max_grad_norm)
+            return step
+
+        runs = [(layout, step_of(runner, attention), [t.to(device) for t in (packed if attention else unpacked)])
+                for layout, runner, attention in layouts]
+        for _, step, batch in runs:  # untimed: compilation, the allocator
+            step_rate(step, batch, 2, device)
+        timed = {layout: [] for layout, _, _ in runs}
+        for _ in range(args.repeats):  # the layouts interleaved
+            for layout, step, batch in runs:
+                timed[layout].append(step_rate(step, batch, args.steps, device))
+        for layout, step, batch in runs:
+            steps_s = statistics.median(timed[layout])
             busy = f", GPU busy {gpu_busy(step, batch, device):.0%}" if device.type == "cuda" else ""
             shape = "x".join(map(str, batch[0].shape))
             print(f"batch {batch_size:>5} {layout:<22} [{shape:>9}] on {name}: {steps_s:6.1f} steps/s, "
                   f"{steps_s * batch_size:9,.0f} documents/s, {steps_s * real_tokens:11,.0f} real tokens/s "
                   f"({real_tokens / batch[0].numel():.0%} of the rows){busy}; workers to feed it: "
-                  f"{steps_s * batch_size / rate:.1f}", flush=True)
-
+                  f"{steps_s * batch_size / feed_rate:.1f}", flush=True)
 
 if __name__ == "__main__":
     main()
