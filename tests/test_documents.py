@@ -85,3 +85,12 @@ def test_several_documents_a_position_keep_each_document_s_distribution():
     print(dict(zip(cases, zip(*table))), f"p = {p_value:.3f}")
     assert p_value > 0.01
     assert len({p.truth.fen for p in four}) <= len(four) / 3 < len({p.truth.fen for p in one}) / 2
+
+
+def test_the_worker_benchmark_checks_the_same_documents_and_prints_each_stream(capsys):
+    from rookworld.bench.document_workers import main
+    main(["--before", "HEAD", "--docs", "20", "--repeats", "1", "sft.arbiter_docs_per_position=2",
+          "sft.arbiter_fraction=0.5"])
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[1].strip() for line in lines] == ["share 1.0", "share 0.5"]
+    assert all("the same 20 documents as HEAD" in line and "now, 2 A: a position" in line for line in lines)
