@@ -90,3 +90,21 @@ def test_flex_attention_and_compile_are_refused_on_the_cpu_in_one_line():
             spec = load_sft(compose("sft", overrides=["sft.pack=true", override]))
         with pytest.raises(ConfigError, match=message):
             check_cuda_knobs(spec.sft, torch.device("cpu"))
+
+
+def test_a_packed_run_trains_on_rows_from_a_document_worker_and_counts_its_documents(tmp_path):
+    """`python -m rookworld.sft sft.pack=true` with one DataLoader worker: 2 steps of 2 rows of 320 tokens."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-m", "rookworld.sft", "device=cpu", "tracking=none", "sft.pack=true", "sft.steps=2",
+               "sft.batch_size=2", "sft.seq_len=320", "sft.num_workers=1", "sft.arbiter_docs_per_position=2",
+               "sft.eval_every=0", "sft.log_every=1", "sft.heldout_docs=4", "eval.num_policy=2", "eval.num_arbiter=2",
+               f"hydra.run.dir={tmp_path}"]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "step 2/2 |" in done.stdout
+    metrics = json.loads((tmp_path / "model" / "sft_metrics.json").read_text())
+    assert metrics["sft/steps"] == 2 and 2 * 2 * 2 <= metrics["sft/documents"] <= 2 * 2 * 4  # 2-4 documents a row
