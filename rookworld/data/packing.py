@@ -5,12 +5,15 @@ In a packed row each document's positions restart at 0 and its tokens attend onl
 of the same document (a `segments` id per token; rookworld.model.gpt2's document attention), so each
 token's loss is what it is unpacked, and the step's loss, the mean over its target tokens, too.
 
-Rows are filled best fit from a window of pending documents: the longest that still fits, until none
-does. The few tokens a row cannot fill are padding: ignored by the loss, segment -1, attending only to
+Rows are filled best fit from a window of pending documents, kept sorted by length: the longest that
+still fits, until none does. The few tokens a row cannot fill are padding: ignored by the loss, segment -1, attending only to
 padding.
 """
 from __future__ import annotations
 
+import bisect
+import itertools
+import math
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -41,40 +44,44 @@ class PackedRows(IterableDataset):
 
 
 def pack_rows(documents: Iterator[Document], seq_len: int, window: int) -> Iterator[Row]:
-    """Best-fit rows from a window of pending documents, refilled from the stream as they are placed."""
-    pending = [next(documents) for _ in range(window)]
+    """Best-fit rows from a window of pending documents, refilled from the stream after each row."""
+    order = itertools.count()
+    pending = sorted(_pending(doc, next(order)) for doc in itertools.islice(documents, window))
     while True:
-        picks = _best_fit(pending, seq_len)
-        yield [pending[i] for i in picks]
-        for i in picks:
-            pending[i] = next(documents)
+        row = _fill_row(pending, seq_len)
+        yield row
+        for doc in itertools.islice(documents, len(row)):
+            bisect.insort(pending, _pending(doc, next(order)))
 
 
 def pack_documents(documents: list[Document], seq_len: int) -> list[Row]:
     """A finite list of documents in the rows best fit makes, every document placed once."""
-    pending, rows = list(documents), []
+    pending, rows = sorted(_pending(doc, i) for i, doc in enumerate(documents)), []
     while pending:
-        picks = _best_fit(pending, seq_len)
-        rows.append([pending[i] for i in picks])
-        for i in sorted(picks, reverse=True):
-            del pending[i]
+        rows.append(_fill_row(pending, seq_len))
     return rows
 
 
-def _best_fit(pending: list[Document], seq_len: int) -> list[int]:
-    """Indices of the documents of one row: the longest that fits the space left, until none does."""
-    picks, space = [], seq_len
-    while True:
-        fits = [i for i, doc in enumerate(pending) if i not in picks and document_tokens(doc) <= space]
-        if not fits:
+def _pending(doc: Document, order: int) -> tuple[int, int, Document]:
+    """A pending document as it is kept sorted: by its tokens, then by its arrival."""
+    return document_tokens(doc), order, doc
+
+
+def _fill_row(pending: list[tuple[int, int, Document]], seq_len: int) -> Row:
+    """Take one row's documents out of `pending`: the longest that fits the space left (the oldest of
+    that length), until none does."""
+    row, space = [], seq_len
+    while pending:
+        longest = bisect.bisect_right(pending, (space, math.inf)) - 1
+        if longest < 0:
             break
-        pick = max(fits, key=lambda i: document_tokens(pending[i]))
-        picks.append(pick)
-        space -= document_tokens(pending[pick])
-    if not picks:
-        raise ValueError(f"a document of {min(map(document_tokens, pending))} tokens does not fit "
-                         f"a row of sft.seq_len={seq_len}")
-    return picks
+        tokens = pending[longest][0]
+        _, _, doc = pending.pop(bisect.bisect_left(pending, (tokens, -1)))
+        row.append(doc)
+        space -= tokens
+    if not row:
+        raise ValueError(f"a document of {pending[0][0]} tokens does not fit a row of sft.seq_len={seq_len}")
+    return row
 
 
 def collate_rows(rows: list[Row], seq_len: int, pad_id: int) -> PackedBatch:
