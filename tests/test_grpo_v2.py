@@ -144,8 +144,9 @@ SHAPES = ["task_mix=mixed", "kl=fixed", "kl.coef=0.1", "optimizer=sgd", "optimiz
 def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coefs):
     """The update written per row with plain forwards, from TRL's compute_loss (one process): for each
     epoch and minibatch (the trainer's shuffle, same seed), each micro-batch's loss and backward, then an
-    SGD step. Unlike TRL, the top-entropy quantile and the entropy bonus's mean are the whole minibatch's
-    (TRL takes them per micro-batch). Returns the policy's parameters after the update."""
+    SGD step. The entropy bonus is TRL's, sum of the trained tokens' entropy over the minibatch's completion
+    tokens; unlike TRL, the top-entropy quantile is the whole minibatch's (TRL takes it per micro-batch).
+    Returns the policy's parameters after the update."""
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
     gen_ids, gen_mask, gen_pos, P = batch["ids"], batch["attention"], batch["positions"], batch["P"]
     n = gen_ids.shape[0]
@@ -165,7 +166,6 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
             minibatch_trained = minibatch_mask.bool()
             if g["quantile"] < 1:
                 minibatch_trained = trl_high_entropy_mask(minibatch_entropy, minibatch_mask, g["quantile"])
-            trained_tokens = minibatch_trained.sum().clamp(min=1)
             place = {row: i for i, row in enumerate(minibatch.tolist())}
             window = [0.0, 0.0]
             for rows in parts:
@@ -189,7 +189,7 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
                 effective = trained.float()
                 if g["entropy"]:
                     applied = coef if (not g["adaptive"] or last_entropy <= g["target"]) else 0.0
-                    loss = loss - applied * (entropy * effective).sum() / trained_tokens
+                    loss = loss - applied * (entropy * effective * mask).sum() / tokens  # as the loss (TRL)
                 window[0] += (entropy.detach() * effective).sum().item()
                 window[1] += effective.sum().item()
                 loss.backward()
@@ -493,3 +493,26 @@ def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_
     assert any(not torch.equal(a, b) for a, b in zip(policy.parameters(), saved["policy"].values()))
     for (name, a), b in zip(trainer.policy.named_parameters(), policy.parameters()):
         assert torch.equal(a, b), (name, (a - b).abs().max().item())
+
+
+def test_the_entropy_bonus_is_aggregated_as_the_policy_loss_as_trl_does(tmp_path):
+    """On a real batch with zero advantages and no KL the loss is the bonus alone. With token_mean and the top
+    half of the tokens trained it is -c x (sum of the trained tokens' entropy) / (all completion tokens), TRL's
+    normalisation, about half of -c x the trained tokens' mean entropy (the normalisation before)."""
+    cfg = tiny_config(tmp_path, *SHAPES, "grpo.top_entropy_quantile=0.5", "grpo.entropy.coef=0.05",
+                      "grpo.cuda_graphs=false")
+    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    batch = sampled_batch(trainer)
+    batch.advantages = torch.zeros_like(batch.advantages)
+    learner = trainer.learner
+    rows = batch.rows(torch.arange(batch.mask.shape[0]))
+    inputs = {**rows, "num_tokens": batch.mask.sum(), "beta": torch.zeros(()), "entropy_coef": torch.tensor(0.05)}
+    out = learner.loss_and_backward(inputs, num_sequences=batch.mask.shape[0], use_kl=False, group_size=batch.group_size(
+        torch.arange(batch.mask.shape[0])))
+    with torch.no_grad():
+        entropy = learner.model_logprobs(learner.policy, rows, 3, with_entropy=True)[1].float()
+    trained = high_entropy_mask(entropy, batch.mask, 0.5)
+    trl = -0.05 * (entropy * trained).sum() / batch.mask.sum()
+    assert out["loss"].item() == pytest.approx(trl.item(), rel=1e-4)
+    before = -0.05 * (entropy * trained).sum() / trained.sum()
+    assert 0.4 < (trl / before).item() < 0.6  # the share of tokens trained

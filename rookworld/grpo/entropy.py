@@ -6,10 +6,13 @@ of the minibatch's completion tokens get a loss; q = 1 keeps every token. The qu
 the whole minibatch (one optimizer step) whatever grpo.micro_batch_size, so that the micro-batch size
 stays a memory setting (TRL takes it per micro-batch).
 
-Entropy bonus (Skywork-OR1, arXiv 2505.22312; TRL `entropy_coef`, `use_adaptive_entropy`), over the
-tokens the policy loss acts on in the whole minibatch (each micro-batch adds its share):
+Entropy bonus (Skywork-OR1, arXiv 2505.22312; TRL `entropy_coef`, `use_adaptive_entropy`): -c * H_t on each
+token the policy loss acts on, aggregated as the policy loss (grpo.loss_type), as TRL does; with token_mean
 
-    loss = policy loss - c * mean_t H_t
+    loss = policy loss - c * sum_trained H_t / (all completion tokens of the minibatch)
+
+so at top_entropy_quantile q the bonus is about q times c times the trained tokens' mean entropy, and it keeps
+its weight against the policy term (which is normalised the same way) whatever q.
 
 With `adaptive`, c moves once per optimizer step from the mean entropy H of that step's trained
 tokens, as TRL does: c <- min(c + delta, c_max) if H <= target, else max(c - delta, c_min); and the

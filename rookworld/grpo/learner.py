@@ -204,7 +204,7 @@ class Learner:
                 loss_value, mb_entropy, mb_tokens = zero, zero, zero  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
                 parts = minibatch.split(micro)
-                part_inputs = self._with_trained_tokens(batch, parts, normalizer)
+                part_inputs = self._with_trained_mask(batch, parts)
                 sums["entropy_coef"] = sums["entropy_coef"] + self.entropy_bonus.applied_coef()
                 for rows, inputs in zip(parts, part_inputs):
                     rows_here = rows.to(self.device)  # before the pass is queued: this copy waits for the GPU
@@ -250,27 +250,20 @@ class Learner:
             result["kl"] = (k3 * batch.mask).sum() / tokens
         return result
 
-    def _with_trained_tokens(self, batch: Batch, parts: tuple[torch.Tensor, ...],
-                             normalizer: LossNormalizer) -> list[dict[str, torch.Tensor]]:
-        """Each micro-batch's inputs with what the loss needs of the whole minibatch, so that the
-        micro-batch size changes no gradient: `trained_tokens`, the minibatch's count of tokens the loss
-        acts on (the entropy bonus's mean), and with grpo.top_entropy_quantile < 1 over several
-        micro-batches, `trained`, each micro-batch's part of the top-entropy mask of the whole minibatch
-        (its quantile from one extra no-grad pass for the entropies)."""
+    def _with_trained_mask(self, batch: Batch, parts: tuple[torch.Tensor, ...]) -> list[dict[str, torch.Tensor]]:
+        """Each micro-batch's inputs, with grpo.top_entropy_quantile < 1 over several micro-batches its part of
+        the top-entropy mask of the whole minibatch (`trained`: its quantile from one extra no-grad pass for the
+        entropies), so that the micro-batch size changes no gradient."""
         part_inputs = [batch.rows(rows) for rows in parts]
         quantile = self.cfg.grpo.top_entropy_quantile
-        if quantile >= 1.0:  # every completion token is trained
-            return [{**inputs, "trained_tokens": normalizer.num_tokens} for inputs in part_inputs]
-        if len(parts) == 1:  # the pass sees the whole minibatch
+        if quantile >= 1.0 or len(parts) == 1:  # every completion token is trained, or the pass sees the minibatch
             return part_inputs
         with torch.no_grad(), self.autocast():
             entropies = [self.model_logprobs(self.policy, inputs, batch.group_size(rows), with_entropy=True)[1]
                          for rows, inputs in zip(parts, part_inputs)]
         masks = torch.cat([inputs["mask"] for inputs in part_inputs])
         trained = high_entropy_mask(torch.cat(entropies).float(), masks, quantile)
-        count = trained.sum().clamp(min=1)
-        return [{**inputs, "trained": part, "trained_tokens": count}
-                for inputs, part in zip(part_inputs, trained.split([len(rows) for rows in parts]))]
+        return [{**inputs, "trained": part} for inputs, part in zip(part_inputs, trained.split([len(rows) for rows in parts]))]
 
     def _step_if(self, finite: torch.Tensor) -> None:
         """The optimizer step, skipped unless `finite`. Fused optimizers (the default AdamW) read the
@@ -286,7 +279,7 @@ class Learner:
                     group_size: int) -> dict[str, torch.Tensor]:
         """Forward and backward of one micro-batch of a minibatch (gradients accumulate); its loss,
         log-probs [b, N], entropies [b, N], clip and trained-token statistics. `rows` may carry the
-        minibatch's `trained` mask and `trained_tokens` (_with_trained_tokens); without them the
+        minibatch's `trained` mask (_with_trained_mask); without it the
         micro-batch is the whole minibatch. From a CUDA graph when they are on."""
         inputs, static = self.pass_inputs(rows, normalizer, beta, group_size)
         if self.policy_graphs is None:
@@ -325,13 +318,12 @@ class Learner:
         if use_kl and k.placement == "loss":
             kl = kl_per_token(logp, inputs["ref_logp"].float(), k.estimator)
             per_token = per_token + inputs["beta"] * (kl * ratio if k.bias_correction else kl)
+        if self.entropy_bonus.enabled:  # -c H_t on the trained tokens, aggregated as the policy loss (as TRL)
+            per_token = per_token - inputs["entropy_coef"] * entropy * trained
         normalizer = LossNormalizer(g.loss_type, num_sequences, inputs["num_tokens"],
                                     max(self.max_new_tokens.values()))
         loss = normalizer.aggregate(per_token, mask)
         trained_entropy, trained_tokens = (entropy * trained).sum(), trained.sum()
-        if self.entropy_bonus.enabled:  # this micro-batch's share of the minibatch's mean trained entropy
-            minibatch_tokens = inputs.get("trained_tokens", trained_tokens.clamp(min=1))
-            loss = loss - inputs["entropy_coef"] * trained_entropy / minibatch_tokens
         loss.backward()
         clip = clip_stats(ratio.detach(), inputs["advantages"], mask, g.epsilon_low, g.epsilon_high)
         return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach(),
