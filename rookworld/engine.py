@@ -21,7 +21,7 @@ import weakref
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Self
 
 import chess
 import chess.engine
@@ -133,7 +133,17 @@ class MultiPVAnalyser:
             self.close()  # the process died (crash, OOM kill): one fresh start, then give up
             return self._search(board, multipv)
 
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
     def _search(self, board: chess.Board, multipv: int) -> tuple[Line, ...]:
+        raise NotImplementedError
+
+    def start(self) -> None:
         raise NotImplementedError
 
     def close(self) -> None:
@@ -201,13 +211,6 @@ class Engine(MultiPVAnalyser):
             if self._finalizer is not None:
                 self._finalizer()
             self._engine, self._finalizer = None, None
-
-    def __enter__(self) -> Engine:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     @property
     def pid(self) -> int | None:

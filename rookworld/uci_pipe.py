@@ -90,13 +90,6 @@ class PipeEngine(MultiPVAnalyser):
             self._finalizer()
         self._process, self._finalizer = None, None
 
-    def __enter__(self) -> PipeEngine:
-        self.start()
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
     # -- analysis --------------------------------------------------------------------------------
 
     def _search(self, board: chess.Board, multipv: int) -> tuple[Line, ...]:
