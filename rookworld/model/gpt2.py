@@ -152,13 +152,18 @@ class FlexDocuments:
 
     @classmethod
     def build(cls, segments: Tensor) -> FlexDocuments:
-        from torch.nn.attention.flex_attention import create_block_mask
+        return cls(document_block_mask(segments))
 
-        def same_document(b, h, q, kv):
-            return (segments[b, q] == segments[b, kv]) & (kv <= q)
 
-        B, T = segments.shape
-        return cls(create_block_mask(same_document, B, None, T, T, device=segments.device))
+@torch.compiler.disable  # create_block_mask cannot be traced in a compiled forward: it runs eagerly, its mask goes in
+def document_block_mask(segments: Tensor):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    def same_document(b, h, q, kv):
+        return (segments[b, q] == segments[b, kv]) & (kv <= q)
+
+    B, T = segments.shape
+    return create_block_mask(same_document, B, None, T, T, device=segments.device)
 
 
 _compiled_flex = {}  # device type -> flex_attention, compiled on CUDA (eager elsewhere: exact, unfused)
