@@ -32,3 +32,27 @@ def test_the_estimate_recovers_the_planted_game_share_at_a_block_cut_across_the_
 def test_one_game_per_block_cannot_be_split() -> None:
     with pytest.raises(ValueError, match="two games"):
         game_variance([([0.1, 0.2, 0.3], [7, 7, 7])])
+
+
+def test_a_confirmations_per_position_scores_pair_up_by_seed_with_their_blocks_games() -> None:
+    """Two confirmation runs a seed in a real Optuna study (the finalist's and the baseline's per-problem scores,
+    P: block first): the pairs are finalist minus baseline on the seed's block, with the games of that block."""
+    import optuna
+
+    from rookworld.data.blocks import game_blocks
+    from rookworld.sweep.staged.game_share import confirmation_blocks
+    from rookworld.sweep.staged.stages import BASELINE, PROBLEMS_ATTR, Item
+
+    part_games = [game for game in range(30) for _ in range(10)]  # 30 games of 10 positions
+    study = optuna.create_study(direction="maximize")
+    for config, offset in (("4", 0.1), (BASELINE, 0.0)):
+        for seed in (10, 11):
+            study.enqueue_trial({}, user_attrs=Item("confirm", config, (), (seed,)).attrs())
+            trial = study.ask()
+            trial.set_user_attr(PROBLEMS_ATTR, {str(seed): [offset + 0.01 * i for i in range(50)] + [0.5] * 50})
+            study.tell(trial, 0.5)
+    pairs = confirmation_blocks(study.get_trials(), "4", part_games, 50)
+    blocks = game_blocks(part_games, 50)
+    assert [len(d) for d, _ in pairs] == [50, 50] and all(d == pytest.approx([0.1] * 50) for d, _ in pairs)
+    assert [games for _, games in pairs] == [[part_games[i] for i in blocks[s % len(blocks)]] for s in (10, 11)]
+    assert all(len(set(games)) == 5 for _, games in pairs)  # five whole games of ten positions a block
