@@ -8,6 +8,11 @@ candidates shuffled with their evals. Held-out positions never appear in trainin
 A document travels as (token ids, first trained target): with loss_on "completion" the loss skips
 the prompt's tokens (the position, and an A: prompt's move history of a random game), as TRL's
 completion-only loss does; with "document" it trains on every token, as RookWorld did.
+
+A worker's costs, cut without changing a document: token ids come from a WordCache, an A: move's
+case from one legal-move probe, its truth from that case (arbiter_truth's result without parsing the
+FEN again). `sft.arbiter_docs_per_position` > 1 changes the stream, not a document's distribution.
+The P: positions may be any sequence (len and indexing), e.g. one that grows as shards are written.
 """
 from __future__ import annotations
 
