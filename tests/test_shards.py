@@ -14,7 +14,7 @@ from rookworld.data.records import position_key, read_jsonl
 from rookworld.data.selfplay import SPLITS_BY_GAME, GameSettings, split_of_game
 from rookworld.data.run_folder import DONE_FILE
 from rookworld.data.shards import joined_path, shard_path
-from annotate_helpers import kill_after_first_part
+from annotate_helpers import interrupt_after_first_part, kill_after_first_part
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 
@@ -87,3 +87,19 @@ def test_a_larger_target_extends_a_finished_run(tmp_path: Path) -> None:
     extended = json.loads((folder / DONE_FILE).read_text())
     assert first["positions"] >= 10 and extended["positions"] >= 30 and extended["shards"] > first["shards"]
     assert sum(part["positions"] for part in extended["splits"].values()) == extended["positions"]
+
+
+def test_ctrl_c_stops_the_run_its_workers_and_engines_and_the_same_command_goes_on(tmp_path: Path) -> None:
+    args = [*ARGS, "--workers", "2"]
+    unstopped = tmp_path / "unstopped"
+    annotate.main([*args, "--shards", str(unstopped)])
+
+    folder = tmp_path / "stopped"
+    code, stderr, left = interrupt_after_first_part([*args, "--shards", str(folder)], folder)
+    messages = [line for line in stderr.splitlines() if line.strip() and "self-play positions" not in line]  # bar aside
+    assert (code, messages) == (130, [f"annotate: stopped by SIGINT; {folder} keeps what was written, "
+                                      "and the same command goes on from there"])
+    assert left == []  # no worker and no engine outlives the run
+
+    annotate.main([*args, "--shards", str(folder)])
+    assert joined_bytes(folder) == joined_bytes(unstopped)
