@@ -494,34 +494,51 @@ def test_a_kill_between_a_promotion_and_the_next_rung_changes_no_halving_decisio
     assert halving_pool(study.get_trials(), 1) == {"a": 0.5, "b": 0.6, "c": 0.7, "d": 0.8, "e": 0.9}
 
 
+class RecordedStudy:
+    """A real in-memory Optuna study that the stages read: `run` records an item's scores at rungs 1 and 2
+    (`score` + seed_step x seed on each of its seeds), or with score None a run that raised `raised`."""
+
+    def __init__(self, stages: dict, n_trials: int, raised: str, seed_step: float = 0.0) -> None:
+        import optuna
+
+        from rookworld.sweep.staged.stage_settings import StageSettings
+
+        self.settings = StageSettings.parse(stages).with_horizon(2)
+        self.study = optuna.create_study(direction="maximize")
+        self.n_trials, self.raised, self.seed_step = n_trials, raised, seed_step
+
+    def view(self):
+        from rookworld.sweep.staged.stages import StageView
+
+        return StageView.of(self.study.get_trials(), self.settings, n_trials=self.n_trials)
+
+    def run(self, item, score: float | None) -> None:
+        import optuna
+
+        from rookworld.sweep.staged.stages import SCORES_ATTR
+        from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR
+
+        self.study.enqueue_trial({}, user_attrs=item.attrs())
+        trial = self.study.ask()
+        if score is None:
+            trial.set_user_attr(FAIL_REASON_ATTR, self.raised)
+            self.study.tell(trial, state=optuna.trial.TrialState.FAIL)
+            return
+        trial.set_user_attr(SCORES_ATTR, [[r, s, score + self.seed_step * s] for r in (1, 2) for s in item.seeds])
+        trial.set_user_attr(OUTCOME_ATTR, "success")
+        self.study.tell(trial, score)
+
+
 def test_a_race_run_that_raises_is_never_a_score_it_runs_again_and_twice_leaves_the_verdict_undecided() -> None:
     """A crashed run (FAIL) is an infrastructure failure, not the divergence penalty: due() enqueues it again; a
     baseline run that raised twice makes the verdict undecided, with a line that says so (a -1 for the baseline
     would have manufactured a winner); the report lists the crashes on their own line."""
-    import optuna
-
     from rookworld.sweep.staged.stage_report import stage_report
-    from rookworld.sweep.staged.stage_settings import StageSettings
-    from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
-    from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR
+    from rookworld.sweep.staged.stages import BASELINE, Item, due
 
-    settings = StageSettings.parse(stages_with("race", {**STAGES["race"], "min_seeds": 3})).with_horizon(2)
-    study = optuna.create_study(direction="maximize")
-
-    def view() -> StageView:
-        return StageView.of(study.get_trials(), settings, n_trials=2)
-
-    def run(item: Item, score: float | None) -> None:
-        study.enqueue_trial({}, user_attrs=item.attrs())
-        trial = study.ask()
-        if score is None:
-            trial.set_user_attr(FAIL_REASON_ATTR, "CUDA error: an illegal memory access was encountered")
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            return
-        trial.set_user_attr(SCORES_ATTR, [[r, s, score] for r in (1, 2) for s in item.seeds])
-        trial.set_user_attr(OUTCOME_ATTR, "success")
-        study.tell(trial, score)
-
+    runs = RecordedStudy(stages_with("race", {**STAGES["race"], "min_seeds": 3}), n_trials=2,
+                         raised="CUDA error: an illegal memory access was encountered")
+    view, run = runs.view, runs.run
     run(Item("search", BASELINE, (), (0, 1)), 0.50)
     run(Item("search", "1", ("optimizer.lr=1e-4",), (0, 1)), 0.49)
     race = Item("race", BASELINE, (), (2,))
@@ -543,29 +560,10 @@ def test_a_finalist_whose_confirmation_runs_raise_twice_leaves_the_verdict_undec
     """The race's only survivor besides the baseline is the finalist; its confirmation run raises twice, so no
     survivor is left to confirm: the verdict is undecided and names the failed run, never "no configuration beats
     the baseline" (its score is unknown, not bad)."""
-    import optuna
+    from rookworld.sweep.staged.stages import BASELINE, Item, due
 
-    from rookworld.sweep.staged.stage_settings import StageSettings
-    from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
-    from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR
-
-    settings = StageSettings.parse(STAGES).with_horizon(2)
-    study = optuna.create_study(direction="maximize")
-
-    def view() -> StageView:
-        return StageView.of(study.get_trials(), settings, n_trials=1)
-
-    def run(item: Item, score: float | None) -> None:
-        study.enqueue_trial({}, user_attrs=item.attrs())
-        trial = study.ask()
-        if score is None:
-            trial.set_user_attr(FAIL_REASON_ATTR, "CUDA error: out of memory")
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
-            return
-        trial.set_user_attr(SCORES_ATTR, [[r, s, score + 0.01 * s] for r in (1, 2) for s in item.seeds])
-        trial.set_user_attr(OUTCOME_ATTR, "success")
-        study.tell(trial, score)
-
+    runs = RecordedStudy(STAGES, n_trials=1, raised="CUDA error: out of memory", seed_step=0.01)
+    view, run = runs.view, runs.run
     run(Item("search", BASELINE, (), (0, 1)), 0.50)
     run(Item("search", "1", ("optimizer.lr=1e-4",), (0, 1)), 0.49)
     items, verdict = due(view())
