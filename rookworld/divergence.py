@@ -105,9 +105,10 @@ class KLGrowth:
         if kl > self.kl_max:  # already above the ceiling: kl_failure's rule (kl.max_steps_above) decides
             return None
         if recent_mean >= floor and recent_mean >= self.factor * before_mean:
-            return DIVERGED_KL_GROWTH, (f"mean kl of the last {self.window} steps {recent_mean:.4g} >= "
-                                        f"{self.factor:g} x {before_mean:.4g} before and >= {floor:.4g} "
-                                        f"({self.min_fraction:g} x kl.max={self.kl_max:g})")
+            earlier = (f"{self.factor:g} x {before_mean:.4g}, the mean of the {len(before)} steps before" if before
+                       else "the kl of 0 the run starts at")  # a first window: the run's first steps
+            return DIVERGED_KL_GROWTH, (f"mean kl of the last {len(recent)} steps {recent_mean:.4g} >= {earlier}, "
+                                        f"and >= {floor:.4g} ({self.min_fraction:g} x kl.max={self.kl_max:g})")
         return None
 
 

@@ -123,7 +123,8 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
             metrics.update({f"eval/{task}/{k}": v for k, v in _mean_by_key(task_rows).items()})
     skill, notes = skill_metrics(rows["P"])
     metrics.update(skill)
-    metrics.update(task_scores(metrics, score))
+    # a task with no held-out problem has no score of its own (its share of eval/score is 0)
+    metrics.update({k: v for k, v in task_scores(metrics, score).items() if k == "eval/score" or rows[k.split("/")[1]]})
     metrics["eval/score_se"] = score_standard_error([p.task for p in problems], problem_scores)
     return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores, notes=notes)
 

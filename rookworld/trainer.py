@@ -39,6 +39,7 @@ from rookworld.scoring import ScoredRows, StepScores
 from rookworld.specs.kl import KL, KLAdaptive, KLFixed
 from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
+from rookworld.tracking.tracker import STEPS_METRIC
 
 
 def kl_controller(kl: KL) -> KLController:
@@ -144,7 +145,7 @@ class Trainer:
                     self.tracker.log_artifacts(str(directory), "checkpoint")
         elif outcome == PRUNED and self.last_eval is not None:
             objective = self.last_eval.score
-        self.tracker.log_metrics({"objective": objective}, step=self.step)
+        self.tracker.log_metrics({"objective": objective, STEPS_METRIC: float(self.step)}, step=self.step)
         self.tracker.set_outcome(outcome, reason)
         for hook in self.hooks:
             hook.record_outcome(outcome, reason)

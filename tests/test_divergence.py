@@ -67,6 +67,17 @@ def test_kl_growth_fires_before_kl_max_is_crossed():
     assert ceiling == KL_FAILURE and late > crossing
 
 
+@pytest.mark.parametrize(("kl", "step", "says"), [
+    ([0.0, 0.3, 2.7], 3, "mean kl of the last 3 steps 1 >= the kl of 0 the run starts at, and >= 0.5 (0.1 x kl.max=5)"),
+    ([0.1] * 5 + [1.0] * 5, 8, "mean kl of the last 5 steps 0.64 >= 2 x 0.1, the mean of the 3 steps before, and "
+                               ">= 0.5 (0.1 x kl.max=5)")])
+def test_the_kl_growth_reason_names_the_steps_it_compared(kl, step, says):
+    """A run shorter than the window compares its few steps with the kl of 0 it starts at, and says so."""
+    guards = Guards(default_guards("guards.kl_growth.window=5", "guards.kl_growth.factor=2",
+                                   "guards.kl_growth.min_fraction=0.1"), KL_MAX, 2)
+    assert first_stop(guards, [{"kl": value} for value in kl]) == (step, (DIVERGED_KL_GROWTH, says))
+
+
 def test_a_slow_rise_to_a_steady_high_kl_is_not_growth():
     series = with_changes(healthy_series(), 0, kl=lambda t, v: min(0.02 * t, 2.0))  # 0 -> 2.0 over 100 steps
     assert first_stop(Guards(default_guards(), KL_MAX, 2), series) is None

@@ -405,6 +405,7 @@ def test_a_run_with_reward_move_value_trains_and_evaluates_on_valued_positions(t
                              "data.arbiter_pool_walks=500"))  # A: is not trained: the smallest stream
     assert result.outcome == "success"
     assert {"eval/P/win_prob_loss", "eval/P/cp_loss_median", "eval/P/blunder"} <= result.final_eval.keys()
+    assert "eval/P/score" in result.final_eval and "eval/A/score" not in result.final_eval  # no A: problem: no score
     assert "eval note" not in capsys.readouterr().out
 
 

@@ -97,9 +97,10 @@ def trial_runs(directory: Path) -> list:
 def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     """The kill lands where the test puts it: the first launch's trials never end on their own (100,000
     steps), so both workers are inside a trial with its MLflow run when it is killed. The same study then
-    resumes with trials of 3 steps. (A trial killed before its MLflow run exists has nothing to mark: its
-    stale failure and retry are in the study, and the retry's run carries its params.)"""
-    trials = ("hydra.sweeper.n_trials=4", "hydra.sweeper.n_jobs=2")
+    resumes with trials of 1 step: it retries the two killed trials, which makes its 2. (A trial killed before
+    its MLflow run exists has nothing to mark: its stale failure and retry are in the study, and the retry's
+    run carries its params.)"""
+    trials = ("hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2")
     with open(tmp_path / "first.log", "w") as log:
         first = subprocess.Popen(sweep_command(*trials, "steps=100000"), cwd=tmp_path, env=subprocess_env(),
                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
@@ -113,11 +114,11 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     first.wait()
     wait_for(lambda: not any(alive(pid) for pid in tree), 10, f"every process of the killed sweep to end: {tree}")
 
-    second = subprocess.run(sweep_command(*trials, "steps=3"), cwd=tmp_path, env=subprocess_env(),
+    second = subprocess.run(sweep_command(*trials, "steps=1"), cwd=tmp_path, env=subprocess_env(),
                             capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
-    assert finished_count(study) == 4 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
+    assert finished_count(study) == 2 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
     stale = [t for t in study.trials if t.system_attrs.get(STALE_ATTR)]
     assert sorted(t.number for t in stale) == [0, 1]
     assert all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: its worker process") for t in stale)
@@ -240,7 +241,8 @@ def test_smoke_sweep_records_complete_guarded_and_pruned_trials(tmp_path: Path) 
     parent = next(r for r in runs if r.data.tags.get(ROLE) == "sweep_parent")
     assert (parent.data.metrics["sweep.optuna.n_complete"], parent.data.metrics["sweep.optuna.n_pruned"]) == (2, 1)
     assert parent.data.tags["sweep.optuna.best_trial"] == str(ok.number)  # never the pruned or diverged one
-    assert "# Optuna study smoke" in result.stdout and "| PRUNED | - | pruned | 3 |" in result.stdout
+    assert "# Optuna study smoke" in result.stdout
+    assert f"| PRUNED | {pruned.intermediate_values[3]:.4g} | pruned | 3 |" in result.stdout, result.stdout  # its score
 
 
 @pytest.mark.slow

@@ -15,8 +15,8 @@ from rookworld.tracking.settings import (BACKENDS, CONF_DIR, TRACKING_CONFIG, Tr
 from rookworld.tracking.store import (check_reachable, default_artifact_location, find_experiment,
                                       get_or_create_experiment, open_store)
 from rookworld.tracking.tracker import (CHANGE_METRIC, CHANGE_SE_METRIC, CHANGE_TAG, OUTCOME_TAG, OVERRIDES_TAG,
-                                        PARENT_TAG, ROLE_TAG, RUN_STATUS, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG,
-                                        MlflowTracker, NullTracker, RunLink, Tracker, make_tracker)
+                                        PARENT_TAG, ROLE_TAG, RUN_STATUS, STEPS_METRIC, STOP_REASON_TAG, STUDY_TAG,
+                                        TRIAL_TAG, MlflowTracker, NullTracker, RunLink, Tracker, make_tracker)
 from rookworld.tracking.writer import FlushStats, MetricWriter
 from rookworld.outcomes import OUTCOMES
 
@@ -27,7 +27,7 @@ __all__ = [
     "hydra_base_dir", "resolve_uri",
     "check_reachable", "default_artifact_location", "find_experiment", "get_or_create_experiment", "open_store",
     "CHANGE_METRIC", "CHANGE_SE_METRIC", "CHANGE_TAG", "OUTCOME_TAG", "OVERRIDES_TAG", "PARENT_TAG", "ROLE_TAG",
-    "RUN_STATUS", "STOP_REASON_TAG", "STUDY_TAG", "TRIAL_TAG", "MlflowTracker", "NullTracker", "RunLink", "Tracker",
-    "make_tracker",
+    "RUN_STATUS", "STEPS_METRIC", "STOP_REASON_TAG", "STUDY_TAG", "TRIAL_TAG", "MlflowTracker", "NullTracker",
+    "RunLink", "Tracker", "make_tracker",
     "FlushStats", "MetricWriter", "OUTCOMES",
 ]

@@ -50,6 +50,7 @@ OUTCOME_TAG = "rookworld.outcome"
 STOP_REASON_TAG = "rookworld.stop_reason"
 CHANGE_TAG = "rookworld.change"  # improved / worse / no_change: eval/score from step 0 to the end (rookworld.evaluate)
 CHANGE_METRIC, CHANGE_SE_METRIC = "change/eval_score", "change/stderr"  # the change and its paired standard error
+STEPS_METRIC = "run/steps"  # the steps a run trained, logged at its end beside `objective`
 TRIAL_TAG = "rookworld.trial"
 STUDY_TAG = "rookworld.study"
 OVERRIDES_TAG = "rookworld.overrides"

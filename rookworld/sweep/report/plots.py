@@ -1,7 +1,8 @@
 """The plots of a sweep summary (rookworld/sweep/report/summary.py), logged on its parent run under
 `sweep_summary/`: the optimisation history, the objective against each swept param, and the reward
-curves of the best trials. Trials are coloured by outcome; one without an objective is an x below
-the lowest objective."""
+curves of the best trials. Trials are coloured by outcome; one without an objective, or whose objective
+is the failure penalty (a failed or guard-stopped run), is an x below the lowest real objective, so the
+penalty never sets the axis."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter
 
 from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, FAILED,
                                 KL_FAILURE, NAN_FAILURE, PRUNED, RUNNING, SUCCESS)
-from rookworld.sweep.report.summary import OBJECTIVE_METRIC, SweepSummary, TrialRow, format_objective
+from rookworld.sweep.report.summary import NO_RUN, OBJECTIVE_METRIC, SweepSummary, TrialRow, format_objective
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient
@@ -72,9 +73,14 @@ def _outcome_legend(axes: Axes, outcomes: set[str]) -> None:
     axes.legend(handles=handles, fontsize="small")
 
 
+def _score(trial: TrialRow) -> float | None:
+    """The objective drawn as a point: an eval/score (a finished, pruned or untracked trial's), not a penalty."""
+    return trial.objective if trial.outcome in (SUCCESS, PRUNED, RUNNING, NO_RUN) else None
+
+
 def _floor(summary: SweepSummary) -> float:
-    """Where trials without an objective are drawn: a little below the lowest objective."""
-    scored = [t.objective for t in summary.trials if t.objective is not None]
+    """Where the other trials are drawn: a little below the lowest score."""
+    scored = [_score(t) for t in summary.trials if _score(t) is not None]
     if not scored:
         return 0.0
     return min(scored) - 0.1 * ((max(scored) - min(scored)) or 1.0)
@@ -82,12 +88,12 @@ def _floor(summary: SweepSummary) -> float:
 
 def _scatter_trial(axes: Axes, x: float, trial: TrialRow, floor: float) -> None:
     color = OUTCOME_COLORS.get(trial.outcome, "tab:purple")
-    y, marker = (floor, "x") if trial.objective is None else (trial.objective, "o")
+    y, marker = (floor, "x") if _score(trial) is None else (_score(trial), "o")
     axes.scatter(x, y, color=color, marker=marker, zorder=3)
 
 
 def optimisation_history_figure(summary: SweepSummary) -> Figure:
-    """Objective per trial (coloured by outcome; x: no objective) and the running best."""
+    """Objective per trial (coloured by outcome; x: no score) and the running best."""
     figure = _new_figure(7, 4)
     axes = figure.add_subplot()
     floor = _floor(summary)
@@ -117,7 +123,7 @@ def _axis_values(values: list[Any]) -> tuple[list[float], list[str] | None]:
 
 
 def outcome_vs_params_figure(summary: SweepSummary) -> Figure:
-    """One panel per swept param: objective against value, coloured by outcome (no objective: x); log-swept
+    """One panel per swept param: objective against value, coloured by outcome (no score: x); log-swept
     params on log axes."""
     params = summary.params[:MAX_PARAM_PLOTS] or ("(none swept)",)
     columns = min(3, len(params))

@@ -10,9 +10,11 @@ trial of an Optuna study (rookworld's sweeper) joined with its latest MLflow run
 Each trial is a TrialRow. From a child run: its objective is its `objective` metric (the trainer
 logs eval/score, or the failure penalty), its outcome its `rookworld.outcome` tag, its params the
 run's; the summary's params are those whose value differs between children (git.* and
-trial.number left out). From a study trial: its Optuna state, the value told to Optuna (COMPLETE
-only), the last step reported to the pruner and the outcome of its latest MLflow run (matched by
-the `rookworld.study` and `rookworld.trial` tags), over every sweep invocation that ran it.
+trial.number left out). From a study trial: its Optuna state, the value told to Optuna (COMPLETE;
+a pruned trial's: its run's last eval/score, as in the children summary), the steps its latest MLflow
+run trained (else the last step reported to the pruner) and that run's outcome (matched by the
+`rookworld.study` and `rookworld.trial` tags), over every sweep invocation that ran it. The chess-skill
+columns are those of a successful run's final evaluation.
 The plots of a children summary are rookworld/sweep/report/plots.py's; rookworld/sweep/report/mlflow_parent.py logs
 summaries on the parent run.
 """
@@ -27,7 +29,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
-from rookworld.tracking import CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, STUDY_TAG, TRIAL_TAG
+from rookworld.tracking import (CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STEPS_METRIC, STOP_REASON_TAG,
+                                STUDY_TAG, TRIAL_TAG)
 
 if TYPE_CHECKING:
     import optuna
@@ -56,11 +59,12 @@ class TrialRow:
 
     trial: int | None  # the trial number (None: a child run without the tag)
     outcome: str  # rookworld.outcome of its (latest) MLflow run, else the outcome its job recorded; NO_RUN if neither
-    objective: float | None  # the run's `objective` metric, or the value told to Optuna (COMPLETE only)
+    objective: float | None  # the run's `objective` metric (a pruned run's: its last eval/score), or the value told
+    # to Optuna (COMPLETE; PRUNED: its run's `objective`)
     params: dict[str, Any]  # the run's params (text), or the trial's swept params
     note: str = ""  # the run's stop reason, or why the trial failed and which trial it retries
     state: str | None = None  # Optuna state: COMPLETE, PRUNED, FAIL, RUNNING, WAITING
-    last_step: int | None = None  # training step of the last report to the pruner (where a pruned trial stopped)
+    last_step: int | None = None  # the steps its run trained (run/steps), else the step of its last pruner report
     run_id: str | None = None  # its MLflow run
     status: str | None = None  # its MLflow run's status
     start_time: int = 0  # its MLflow run's start (ms)
@@ -184,7 +188,9 @@ def start_score(run: Run) -> float | None:
 
 
 def skill_metrics(run: Run | None) -> dict[str, float]:
-    metrics = run.data.metrics if run is not None else {}
+    """The SKILL_COLUMNS metrics of a run that succeeded: its final evaluation's (a pruned or failed run's
+    latest values are those of an earlier evaluation, often the untrained model's at step 0)."""
+    metrics = run.data.metrics if run is not None and run.data.tags.get(OUTCOME_TAG) == SUCCESS else {}
     return {metric: metrics[metric] for _, metric in SKILL_COLUMNS if metric in metrics}
 
 
@@ -273,21 +279,25 @@ def study_row(trial: FrozenTrial, outcome: str, run: Run | None = None) -> Trial
     if outcome == NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, NO_RUN))
     steps = trial.intermediate_values
-    objective = trial.value if trial.state.name == "COMPLETE" else None
-    interval = seeds_interval(trial) or evaluation_interval(objective, trial.user_attrs.get(OBJECTIVE_SE_ATTR))
+    complete = trial.value if trial.state.name == "COMPLETE" else None
+    interval = seeds_interval(trial) or evaluation_interval(complete, trial.user_attrs.get(OBJECTIVE_SE_ATTR))
+    logged = run.data.metrics if run is not None else {}
+    pruned = logged.get(OBJECTIVE_METRIC) if trial.state.name == "PRUNED" else None  # its last eval/score
+    objective = complete if complete is not None else pruned
+    last_step = logged.get(STEPS_METRIC, trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None))
     return TrialRow(
         trial=trial.number,
         outcome=outcome,
-        objective=objective,
+        objective=None if objective is None or math.isnan(objective) else float(objective),
         params={k: v for k, v in trial.params.items() if is_swept(k)},
         note=_trial_note(trial),
         state=trial.state.name,
-        last_step=trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None),
+        last_step=None if last_step is None else int(last_step),
         stage=trial.user_attrs.get(STAGE_ATTR),
         config=trial.user_attrs.get(CONFIG_ATTR),
         start=start_score(run) if run is not None else None,
         skill=skill_metrics(run),
-        **(interval if objective is not None else {}),
+        **(interval if complete is not None else {}),
     )
 
 
