@@ -20,7 +20,7 @@ from annotate_helpers import interrupt_after_first_part, kill_after_first_part
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 
-VALIDATION = Path(annotate.__file__).parent / "bundled" / "validation.jsonl"
+VALIDATION = Path(annotate.__file__).parent / "bundled" / "validation.jsonl.gz"
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"  # a1a8 mates
 CHECKMATED = "rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3"  # fool's mate: no legal move
 NODES = 300

@@ -12,8 +12,8 @@ from rookworld.data import annotate, check_positions
 from rookworld.data.records import excluded_positions, position_key, read_jsonl
 from rookworld.tasks.arbiter import MAX_HISTORY
 
-PARENTS = Path(check_positions.__file__).parent / "bundled" / "validation.jsonl"
-HELD_OUT = Path(check_positions.__file__).parent / "bundled" / "test.jsonl"
+PARENTS = Path(check_positions.__file__).parent / "bundled" / "validation.jsonl.gz"
+HELD_OUT = Path(check_positions.__file__).parent / "bundled" / "test.jsonl.gz"
 
 
 def test_every_child_is_a_new_ongoing_position_in_check_one_move_from_its_parent() -> None:

@@ -10,9 +10,9 @@ from rookworld.data import mirror
 from rookworld.data.records import excluded_positions, position_key, read_jsonl
 
 BUNDLED = Path(mirror.__file__).parent / "bundled"
-ROWS = BUNDLED / "validation.jsonl"
-HELD_OUT = BUNDLED / "test.jsonl"
-RL_ROWS = Path(mirror.__file__).parent / "selfplay" / "rl.jsonl.gz"
+ROWS = BUNDLED / "validation.jsonl.gz"
+HELD_OUT = BUNDLED / "test.jsonl.gz"
+RL_ROWS = Path(mirror.__file__).parent / "selfplay" / "rl.jsonl.xz"
 
 
 def test_a_flipped_row_is_the_same_chess_for_the_other_colour() -> None:

@@ -22,7 +22,7 @@ pytestmark = pytest.mark.xdist_group("selfplay_data")  # one worker reads each f
 
 @lru_cache(maxsize=None)
 def rows(name: str) -> tuple[dict, ...]:
-    path = TRAIN if name == "train" else SELFPLAY / f"{name}.jsonl.gz"
+    path = TRAIN if name == "train" else SELFPLAY / (f"{name}.jsonl.xz" if name == "rl" else f"{name}.jsonl.gz")
     return tuple(record for _, record in iter_jsonl(path))
 
 
@@ -86,7 +86,7 @@ def test_the_regenerated_train_split_is_disjoint_from_every_shipped_part() -> No
 def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluation() -> None:
     spec = load_run(compose(["data=selfplay"]))
     data = spec.data.as_mapping()
-    assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.gz")  # its rows: the tests above
+    assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.xz")  # its rows: the tests above
     assert len(load_arbiter_problems("test", data)) == 10_000
     for part, n_rows in (("validation", 14_908), ("test", 16_554)):
         # each P: pool carries every legal move's value once (the loader checks repeats, move_values that the

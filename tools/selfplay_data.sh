@@ -14,7 +14,7 @@
 # the files in EXCLUDE (space-separated): a second run with another SEED that must share no position with
 # the first lists all of the first run's files, e.g.
 #
-#   DATA=data/selfplay2 SEED=2027 EXCLUDE="data/selfplay/train.jsonl.gz rookworld/data/selfplay/rl.jsonl.gz
+#   DATA=data/selfplay2 SEED=2027 EXCLUDE="data/selfplay/train.jsonl.gz rookworld/data/selfplay/rl.jsonl.xz
 #       rookworld/data/selfplay/validation.jsonl.gz rookworld/data/selfplay/test.jsonl.gz" bash tools/selfplay_data.sh
 set -uo pipefail
 DATA=${DATA:-data/selfplay}  # git-ignored (/data/)

@@ -41,10 +41,10 @@ from rookworld.tasks import (
 BUNDLED_DIR = Path(__file__).parent / "bundled"
 BUNDLED = {
     "policy_train": BUNDLED_DIR / "train.jsonl.gz",
-    "policy_validation": BUNDLED_DIR / "validation.jsonl",
-    "policy_test": BUNDLED_DIR / "test.jsonl",
-    "arbiter_validation": BUNDLED_DIR / "validation_arbiter.jsonl",
-    "arbiter_test": BUNDLED_DIR / "test_arbiter.jsonl",
+    "policy_validation": BUNDLED_DIR / "validation.jsonl.gz",
+    "policy_test": BUNDLED_DIR / "test.jsonl.gz",
+    "arbiter_validation": BUNDLED_DIR / "validation_arbiter.jsonl.gz",
+    "arbiter_test": BUNDLED_DIR / "test_arbiter.jsonl.gz",
 }
 DATA_KINDS = ("bundled", "rookworld7m")  # data.kind
 HELDOUT_SOURCES = ("bundled", "hub")  # data.heldout of kind rookworld7m
