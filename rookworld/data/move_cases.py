@@ -99,10 +99,12 @@ def move_case(fen: str, uci: str) -> str:
     return legal_move_case(board, move) if move in board.legal_moves else "illegal"
 
 
-def illegal_moves(board: chess.Board, rng: random.Random) -> list[tuple[chess.Move, str]]:
-    """A sample of illegal moves of several kinds, each with its kind."""
+def illegal_moves(board: chess.Board, rng: random.Random,
+                  legal: set[chess.Move] | None = None) -> list[tuple[chess.Move, str]]:
+    """A sample of illegal moves of several kinds, each with its kind (`legal`: the board's legal
+    moves when the caller has them already)."""
     us = board.turn
-    legal = set(board.legal_moves)
+    legal = set(board.legal_moves) if legal is None else legal
     found: list[tuple[chess.Move, str]] = []
     for move in board.pseudo_legal_moves:
         if move in legal:
@@ -199,8 +201,9 @@ def classify_position(board: chess.Board, rng: random.Random) -> dict[str, list[
     "illegal:<kind>" so that every kind can get its share."""
     options: dict[str, list[tuple[chess.Move, str]]] = {}
     insufficient_now = board.is_insufficient_material()
-    for move in list(board.legal_moves):
+    legal = list(board.legal_moves)
+    for move in legal:
         options.setdefault(legal_move_case_in(board, move, insufficient_now), []).append((move, ""))
-    for move, kind in illegal_moves(board, rng):
+    for move, kind in illegal_moves(board, rng, set(legal)):
         options.setdefault(f"illegal:{kind}", []).append((move, kind))
     return options
