@@ -36,7 +36,7 @@ def random_game_fens(n: int, seed: int) -> list[str]:
 
 
 def test_the_lines_equal_those_of_the_python_chess_engine() -> None:
-    fens = SPECIAL_FENS + random_game_fens(40, seed=1)
+    fens = SPECIAL_FENS + random_game_fens(20, seed=1)
     with Engine(STOCKFISH, nodes=3000) as reference, PipeEngine(STOCKFISH, nodes=3000) as pipe:
         assert pipe.name == reference.name
         assert pipe.limit_record == reference.limit_record == {"nodes": 3000}
