@@ -19,6 +19,7 @@ from omegaconf.errors import InterpolationResolutionError
 from rookworld.resume_check import CONFIG_FILE, resume_base
 from rookworld.specs.bench import Bench, BenchSpec
 from rookworld.specs.play import PlaySpec
+from rookworld.specs.round import Round, RoundSpec
 from rookworld.specs.rules import ConfigError, require  # noqa: F401  (re-exported: the one-line error of every command)
 from rookworld.specs.run import RunSpec
 from rookworld.specs.sft import SftSpec
@@ -87,6 +88,13 @@ def load_bench(cfg: DictConfig) -> BenchSpec:
     plain = _plain(cfg)
     bench = spec_of(Bench, plain.pop("bench"), "bench")
     return BenchSpec(run=spec_of(RunSpec, plain), bench=bench)
+
+
+def load_round(cfg: DictConfig) -> RoundSpec:
+    """The RoundSpec of a composed conf/round.yaml: the supervised loop's spec and the `round` knobs."""
+    plain = _plain(cfg)
+    round_knobs = spec_of(Round, plain.pop("round"), "round")
+    return RoundSpec(sft=spec_of(SftSpec, plain), round=round_knobs)
 
 
 # The names the sweeper's `validate` and older callers use.

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# A warm-start round in one time-limited GPU job of several calls (docs/warm-start.md), run on the GPU machine in
+# the repository root; what tools/round_carry.sh laid out arrives under .device/round/. Each stage is one call:
+#   bash tools/round_job.sh setup              install the wheels, keep the first half of Stockfish, time the SFT step
+#   bash tools/round_job.sh start OVERRIDES    join Stockfish, take positions, start the round detached, wait ~9 min
+#   bash tools/round_job.sh wait SECONDS       take newly carried positions (the running round reads them), wait
+#   bash tools/round_job.sh collect            wait for the round's end, put its model, round.json and logs in $OUT
+# The round, its copy of the code and its files live in /tmp/round on the machine between calls.
+set -euo pipefail
+stage=$1; shift
+home=/tmp/round carry=.device/round
+export PYTHONPATH=$home/code:/tmp/site PYTHONUNBUFFERED=1
+mkdir -p "$home/carry" "$home/sf"
+take_positions() {
+    for group in "$carry"/positions-*; do
+        [ -d "$group" ] && cp -n "$group"/* "$home/carry/" 2>/dev/null || true
+    done
+    echo "carried positions: $(ls "$home/carry" | wc -l) files"
+}
+wait_while_running() {  # up to $1 seconds, less if the round has ended
+    for _ in $(seq 1 "$1"); do
+        pgrep -f rookworld.warm_start.round > /dev/null || { echo "the round is not running"; break; }
+        sleep 1
+    done
+}
+progress() {
+    grep -v "self-play positions" "$home/round.log" | tail -n "${1:-12}" || true
+    tail -c 300 "$home/out/selfplay/selfplay.log" 2>/dev/null | tr '\r' '\n' | tail -n 1 || true
+}
+case $stage in
+setup)
+    python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+        "$carry"/wheels/*.whl
+    cp "$carry"/stockfish.xz.00 "$home/sf/"
+    rm -rf "$home/code" && mkdir -p "$home/code" && cp -r rookworld conf "$home/code/"
+    nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
+    (cd "$home/code" && timeout 300 python3 -m rookworld.bench.sft_step "$@") 2>&1 | tee "$OUT/sft_step_bench.log"
+    ;;
+start)
+    cp "$carry"/stockfish.xz.01 "$home/sf/"
+    cat "$home"/sf/stockfish.xz.* | xz -dc > "$home/sf/stockfish" && chmod +x "$home/sf/stockfish"
+    echo quit | "$home/sf/stockfish" || true
+    take_positions
+    (cd "$home/code" && setsid nohup python3 -m rookworld.warm_start.round round.engine_path="$home/sf/stockfish" \
+        "round.carry=[$home/carry]" round.out="$home/out" hydra.run.dir="$home/hydra" "$@" \
+        > "$home/round.log" 2>&1 < /dev/null &)
+    sleep 5
+    wait_while_running "${WAIT_S:-500}"
+    progress
+    ;;
+wait)
+    take_positions
+    wait_while_running "$1"
+    progress
+    ;;
+collect)
+    wait_while_running "${COLLECT_WAIT_S:-400}"
+    progress 40
+    # at most 8 files come back: the weight shards whole, everything else in two archives
+    if ls "$home"/out/model/model*.safetensors > /dev/null 2>&1; then
+        cp "$home"/out/model/model*.safetensors "$OUT/"
+        tar -cJf "$OUT/model_files.tar.xz" -C "$home/out" --exclude 'model*.safetensors' model round.json || true
+    elif [ -f "$home/out/candidate/model.safetensors" ]; then  # the round ended before its model was written
+        split -b 15M -d "$home/out/candidate/model.safetensors" "$OUT/candidate.safetensors.part-"
+        tar -cJf "$OUT/model_files.tar.xz" -C "$home/out" --exclude 'model.safetensors' candidate || true
+    fi
+    grep -v "self-play positions" "$home/round.log" > "$home/round_lines.log" || true
+    tail -c 2000 "$home/out/selfplay/selfplay.log" | tr '\r' '\n' | tail -n 5 >> "$home/round_lines.log" || true
+    cp "$home/out/selfplay/done.json" "$home/selfplay_done.json" 2>/dev/null || true
+    tar -cJf "$OUT/round_logs.tar.xz" -C "$home" round_lines.log selfplay_done.json hydra 2>/dev/null || true
+    ls -la "$OUT"
+    ;;
+*)
+    echo "usage: round_job.sh setup|start|wait|collect ..." >&2; exit 2
+    ;;
+esac
