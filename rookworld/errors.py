@@ -38,6 +38,7 @@ def as_command() -> Iterator[None]:
         if in_multirun():
             raise
         print(f"rookworld: {stop.stop_reason}", file=sys.stderr)
+        to_run_log(f"rookworld: {stop.stop_reason}", logging.WARNING)  # the run log's last line says why it ended
         sys.exit(stop.exit_code)
 
 

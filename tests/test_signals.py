@@ -45,6 +45,8 @@ def test_a_signal_ends_the_run_killed_with_its_reason_in_one_line(tmp_path: Path
     assert process.returncode == code, stderr[-3000:]
     assert stderr.strip().splitlines() == [f"rookworld: stopped by {name}"], stderr[-3000:]
     assert "Traceback" not in log.read_text()
+    (train_log,) = tmp_path.glob("outputs/*/*/train.log")
+    assert train_log.read_text().strip().splitlines()[-1].endswith(f"rookworld: stopped by {name}")  # its last line
     (run,) = mlflow_runs(tmp_path)
     assert run.info.status == "KILLED"
     assert run.data.tags["rookworld.outcome"] == "failed"
