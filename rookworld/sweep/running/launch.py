@@ -68,6 +68,7 @@ class Launch:
     parent: ParentRef | None
     log_scale: tuple[str, ...]
     mps: MpsDaemon | None
+    created: Path | None = None  # the outermost folder made for the launch folder (removed if no worker runs)
     workers: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     # ---------------------------------------------------------------- before any worker
@@ -111,14 +112,22 @@ class Launch:
         shown = dataclasses.replace(settings, storage=masked(url))
         spec = WorkerSpec(context, config, TaskRef.of(task), shown, space, str(launch_dir), launch_number, base_dir,
                           {"instances": Singleton.get_state()["instances"]})  # resolvers: re-registered there
-        return cls(spec, url, gpus, worker_threads(len(gpus)), parent, space.log_scale(), daemon)
+        return cls(spec, url, gpus, worker_threads(len(gpus)), parent, space.log_scale(), daemon, created)
 
     # ---------------------------------------------------------------- the workers
 
     def run_workers(self) -> int:
         """Start the workers the study still needs, watch them (a dead one is replaced); the sweep's exit code.
-        The MPS daemon, if any, is stopped at the end."""
-        needed = min(len(self.gpus), self.trials_left())
+        The MPS daemon, if any, is stopped at the end. A study already complete starts none and keeps no folder."""
+        study = self.load_study()
+        needed = min(len(self.gpus), self.trials_left(study))
+        if not needed and not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            if self.mps is not None:
+                self.mps.stop()
+            remove_launch_dir(Path(self.spec.launch_dir), self.created)
+            print(f"study {study.study_name} is already complete: {len(study.trials)} trials, none to start "
+                  f"(a larger hydra.sweeper.n_trials extends it); its summary:", flush=True)
+            return 0
         control = Path(self.spec.launch_dir) / ".sweep"
         spec_path = control / "worker_spec.pkl"
         with os.fdopen(os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), "wb") as handle:
@@ -247,11 +256,21 @@ class Launch:
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
-        if not claimed:  # no tracking, or another launch summarised it
+        if not claimed:  # no tracking, or another launch (or an earlier run of this command) summarised it
             self.print_stage_report(study)
-            print(summary_markdown(summarise_study(study)), flush=True)
+            print(summary_markdown(self.summary(study)), flush=True)
             return
         self.summarise_onto_parent(study)
+
+    def tracking_client(self) -> Any:
+        return open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
+
+    def summary(self, study: optuna.Study, client: Any = None) -> Any:
+        """The study's summary, joined with its trials' MLflow runs where the sweep tracks them."""
+        if self.parent is None:
+            return summarise_study(study)
+        client = client or self.tracking_client()
+        return summarise_study(study, fetch_study_runs(client, self.parent.experiment_id, study.study_name))
 
     def stage_report(self, study: optuna.Study) -> tuple[str, list[Any]] | None:
         """A staged sweep's report (rookworld/sweep/staged/stage_report.py); None for a sweep without stages."""
@@ -268,7 +287,7 @@ class Launch:
 
     def summarise_onto_parent(self, study: optuna.Study) -> None:
         assert self.parent is not None
-        client = open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
+        client = self.tracking_client()
         top_k = int(self.spec.config.tracking.summary_top_k)
         report = self.stage_report(study)
         if report is not None:
@@ -276,8 +295,7 @@ class Launch:
         finish_study_parent(client, self.parent, study, top_k, self.log_scale)
         if report is not None:
             print(report[0], flush=True)
-        print(summary_markdown(summarise_study(study, fetch_study_runs(client, self.parent.experiment_id,
-                                                                    study.study_name))), flush=True)
+        print(summary_markdown(self.summary(study, client)), flush=True)
         log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
 
