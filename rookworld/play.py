@@ -271,7 +271,7 @@ def play_model(spec: PlaySpec, model, tokenizer, device: torch.device, progress:
                  for g in level_games(model_player, engine, lines[: p.games_per_level // 2], engine.name, p.max_plies)]
         self_games = [Game(model_player, model_player, line, "self", None, p.max_plies)
                       for line in lines[: p.self_play_games]]
-        with tqdm(total=len(games) + len(self_games), desc="games", disable=not progress) as bar:
+        with tqdm(total=len(games) + len(self_games), desc="games", disable=not progress, smoothing=0) as bar:
             play_games(games + self_games, bar)
     finally:
         for engine in engines:
@@ -290,7 +290,7 @@ def calibrate(spec: PlaySpec, progress: bool = True) -> tuple[dict, list[Game]]:
         pairs = list(zip(engines, engines[1:]))
         games = [g for weaker, stronger in pairs
                  for g in level_games(stronger, weaker, lines, f"{stronger.name}_vs_{weaker.name}", p.max_plies)]
-        with tqdm(total=len(games), desc="games", disable=not progress) as bar:
+        with tqdm(total=len(games), desc="games", disable=not progress, smoothing=0) as bar:
             play_games(games, bar)
     finally:
         for engine in engines:
@@ -342,6 +342,8 @@ def summary(spec: PlaySpec, metrics: dict[str, float]) -> list[str]:
 def run(cfg: DictConfig, progress: bool = True) -> dict[str, float]:
     spec = load_play(cfg)
     device = resolve_device(spec.device)
+    if device.type == "cpu" and spec.cpu_threads is not None:
+        torch.set_num_threads(spec.cpu_threads)
     with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)

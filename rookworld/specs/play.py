@@ -52,6 +52,7 @@ class Play:
 class PlaySpec:
     seed: int
     device: str
+    cpu_threads: int | None
     model: Model
     sampling: Sampling
     tracking: Tracking
@@ -60,3 +61,5 @@ class PlaySpec:
 
     def __post_init__(self):
         check_device(self.device, present=False)
+        require(self.cpu_threads is None or isinstance(self.cpu_threads, int) and self.cpu_threads >= 1,
+                "cpu_threads", self.cpu_threads, "must be an integer >= 1, or null (torch's choice)")
