@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import time
 
 import chess
 import pytest
@@ -57,13 +58,27 @@ def test_the_cache_counts_analyses_and_a_killed_engine_is_restarted() -> None:
     with PipeEngine(STOCKFISH, nodes=500) as engine:
         first = [engine.analyse(fen) for fen in fens]
         assert [engine.analyse(fen) for fen in fens] == first and engine.cache_misses == 5
-        pid = engine._process.pid
+        pid = engine.pid
         os.kill(pid, signal.SIGKILL)
-        engine._process.wait()
+        _wait_gone(pid)
         assert engine.analyse_lines(fens[0])  # one fresh start
-        assert engine._process.pid != pid
-        restarted = engine._process
-    assert restarted.poll() is not None  # close stopped it
+        restarted = engine.pid
+        assert restarted != pid
+    _wait_gone(restarted)  # close stopped it
+
+
+def _wait_gone(pid: int, seconds: float = 10.0) -> None:
+    """Wait until process `pid` has exited (reaped by its parent or a zombie no more running)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                if stat.read().split(") ", 1)[1].startswith(("Z", "X")):
+                    return
+        except FileNotFoundError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process {pid} still runs after {seconds} s")
 
 
 def test_a_pv_line_is_read_for_its_index_move_score_and_depth() -> None:

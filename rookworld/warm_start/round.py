@@ -37,7 +37,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld import sft
+from rookworld import supervised_training
 from rookworld.components import heldout_problems, require_move_values
 from rookworld.composition import run_hydra_main
 from rookworld.config import PROJECT_TARGETS, load_round
@@ -100,7 +100,7 @@ def run(cfg: DictConfig) -> dict:
         OmegaConf.update(sft_cfg, "sft.time_limit_min", training_min)
         print(f"round: training {training_min:.1f} min on {carried:,} carried positions and the new shards", flush=True)
         utilization.start()
-        trained = sft.run(sft_cfg, policy_train=pool)
+        trained = supervised_training.run(sft_cfg, policy_train=pool)
         utilization.stop()
     finally:
         stop_selfplay(selfplay)
@@ -153,17 +153,18 @@ def choose_balance(spec: RoundSpec, sft_cfg: DictConfig, pool: ShardPool, device
     cores = os.cpu_count() if r.cores == AUTO else r.cores
     if r.document_workers != AUTO and r.engines != AUTO:
         return balance.Balance(cores, r.document_workers, r.engines, 0.0, 0.0, "config")
-    model, tokenizer = sft.load_trainable(spec.sft, device)
+    model, tokenizer = supervised_training.load_trainable(spec.sft, device)
     model.packed_attention = "sdpa"  # uncompiled flex attention is far slower than the loop's compiled one
-    dataset, collate = sft.training_stream(spec.sft, tokenizer, pool, first_stream=10**6)  # not a training stream
+    # stream 10**6: documents no training worker draws
+    dataset, collate = supervised_training.training_stream(spec.sft, tokenizer, pool, first_stream=10**6)
     items = iter(dataset)
-    count = sft.documents_in_item
+    count = supervised_training.documents_in_item
     worker_rate, drawn = balance.documents_per_second(items, count, r.measure_s)
     while len(drawn) < spec.sft.sft.batch_size:
         drawn.append(next(items))
     batch = collate(drawn[: spec.sft.sft.batch_size])
     step_rate = balance.step_documents_per_second(
-        model, sft.optimizer_for(spec.sft), sft.step_for(spec.sft, device), batch,
+        model, supervised_training.optimizer_for(spec.sft), supervised_training.step_for(spec.sft, device), batch,
         sum(count(item) for item in drawn[: spec.sft.sft.batch_size]), device)
     workers, engines = balance.split_cores(cores, worker_rate, step_rate, r.min_engines)
     if r.document_workers != AUTO:
