@@ -1,7 +1,5 @@
-"""Optimizer construction and the learning-rate schedule (linear warm-up, cosine to a floor)."""
+"""Optimizer construction and its learning rate (the schedule itself: specs/optimizer.Schedule.lr_at)."""
 from __future__ import annotations
-
-import math
 
 import torch
 
@@ -17,16 +15,6 @@ def build_optimizer(params, spec: Optimizer) -> torch.optim.Optimizer:
         return torch.optim.SGD(params, lr=spec.lr, momentum=spec.momentum, nesterov=spec.nesterov,
                                weight_decay=spec.weight_decay)
     raise TypeError(f"not an optimizer spec: {spec!r}")
-
-
-def lr_at(step: int, peak_lr: float, warmup_steps: int, total_steps: int, min_lr_ratio: float) -> float:
-    """Learning rate for the update of step `step` (0-based)."""
-    if step < warmup_steps:
-        return peak_lr * (step + 1) / warmup_steps
-    decay_steps = max(total_steps - warmup_steps, 1)
-    progress = min((step - warmup_steps) / decay_steps, 1.0)
-    floor = peak_lr * min_lr_ratio
-    return floor + 0.5 * (peak_lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
 def load_state_keeping_settings(optimizer: torch.optim.Optimizer, state: dict) -> None:

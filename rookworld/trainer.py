@@ -31,7 +31,6 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.optim import lr_at
 from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
 from rookworld.resume_check import TRAINER_STATE_FILE, check_checkpoint_folder, check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
@@ -266,8 +265,7 @@ class Trainer:
                       timer: PhaseTimer) -> dict:
         """A dynamic-sampling step that kept no group: no update (loss and gradient 0), its sampling reported."""
         self._prefetch_rows()
-        lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
-                   self.cfg.optimizer.min_lr_ratio)
+        lr = self.cfg.optimizer.lr_at(step, self.cfg.steps)
         metrics = {**self._sampled_metrics(sampled, generations), **sampling_metrics, "loss": 0.0, "grad_norm": 0.0,
                    "learning_rate": lr, "nonfinite": 0}
         return {**metrics, **timer.metrics(metrics["completions/num_tokens"])}

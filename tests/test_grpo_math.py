@@ -6,7 +6,7 @@ import torch
 
 from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
-from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
+from rookworld.grpo.loss import LossNormalizer, Objective, clip_stats, clipped_surrogate, grpo_loss
 
 EPS_LOW, EPS_HIGH, L_MAX = 0.2, 0.28, 7
 
@@ -69,6 +69,103 @@ def test_loss_and_gradient_match_slow_reference(loss_type, estimator):
     slow.backward()
     assert fast.item() == pytest.approx(slow.item(), rel=1e-5, abs=1e-6)
     torch.testing.assert_close(fast_logp.grad, slow_logp.grad, rtol=1e-5, atol=1e-6)
+
+
+def slow_quantile_threshold(values: list[float], quantile: float) -> float:
+    """The (1 - quantile) quantile of `values`, interpolated linearly between the sorted values."""
+    ordered = sorted(values)
+    position = (1 - quantile) * (len(ordered) - 1)
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def slow_sampler_weights(old, sampler, mask, mode, cap):
+    """Per-row lists of TIS / MIS weights straight from sampler_correction.py's docstring."""
+    def capped(w):
+        return min(w, cap) if mode.endswith("truncate") else (w if w <= cap else 0.0)
+    rows = []
+    for i in range(len(old)):
+        ratios = [old[i][t] - sampler[i][t] if mask[i][t] else 0.0 for t in range(len(old[i]))]
+        if mode.startswith("sequence"):
+            rows.append([capped(math.exp(sum(ratios)))] * len(ratios))
+        else:
+            rows.append([capped(math.exp(r)) for r in ratios])
+    return rows
+
+
+def slow_objective(logp, entropy, old, ref, adv, mask, sampler, spec, loss_type, beta, coef):
+    """The whole per-token objective, one scalar per token: w_t * m_t * clipped surrogate + beta * KL_t
+    (times the ratio with bias correction) - c * H_t * m_t, m_t the top-entropy mask; aggregated as slow_loss."""
+    real = [entropy[i][t].item() for i in range(len(mask)) for t in range(len(mask[i])) if mask[i][t]]
+    threshold = slow_quantile_threshold(real, spec.top_entropy_quantile)
+    weights = (slow_sampler_weights(old, sampler, mask, spec.sampler_correction, spec.sampler_cap)
+               if spec.sampler_correction != "none" else [[1.0] * len(row) for row in mask])
+    per_seq, all_tokens, count = [], [], 0
+    for i in range(len(logp)):
+        tokens = []
+        for t in range(len(logp[i])):
+            if not mask[i][t]:
+                continue
+            trained = 1.0 if entropy[i][t].item() >= threshold else 0.0
+            ratio = torch.exp(logp[i][t] - old[i][t])
+            clipped = torch.clamp(ratio, 1 - EPS_LOW, 1 + EPS_HIGH)
+            term = -torch.min(ratio * adv[i], clipped * adv[i]) * trained * weights[i][t]
+            r = logp[i][t] - ref[i][t]
+            kl = {"k1": r, "k2": 0.5 * r * r, "k3": torch.exp(-r) - 1 + r}[spec.kl_estimator]
+            term = term + beta * (kl * ratio if spec.kl_bias_correction else kl)
+            tokens.append(term - coef * entropy[i][t] * trained)
+        per_seq.append(sum(tokens) / max(len(tokens), 1))
+        all_tokens += tokens
+        count += len(tokens)
+    if loss_type == "grpo":
+        return sum(per_seq) / len(logp)
+    if loss_type == "dr_grpo":
+        return sum(all_tokens) / (len(logp) * L_MAX)
+    return sum(all_tokens) / count
+
+
+@pytest.mark.parametrize("loss_type,estimator,bias,correction,quantile", [
+    ("grpo", "k3", True, "token_truncate", 0.5),
+    ("dr_grpo", "k2", False, "sequence_mask", 1.0),
+    ("token_mean", "k1", True, "token_mask", 0.3),
+    ("token_mean", "k3", False, "sequence_truncate", 0.8),
+])
+def test_whole_objective_and_gradients_match_slow_reference(loss_type, estimator, bias, correction, quantile):
+    logp, old, ref, adv, mask = random_batch(seed=5)
+    g = torch.Generator().manual_seed(6)
+    entropy, sampler = torch.rand(logp.shape, generator=g) * 2, old + 0.2 * torch.randn(logp.shape, generator=g)
+    spec = Objective(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=quantile,
+                     sampler_correction=correction, sampler_cap=1.1, kl_estimator=estimator,
+                     kl_bias_correction=bias, entropy_bonus=True)
+    beta, coef = 0.1, 0.05
+    fast_logp, fast_entropy = logp.clone().requires_grad_(True), entropy.clone().requires_grad_(True)
+    fast, stats = grpo_loss(fast_logp, old, ref, adv, mask, fast_entropy, spec,
+                            normalizer=LossNormalizer.for_batch(loss_type, mask, L_MAX), beta=torch.tensor(beta),
+                            entropy_coef=torch.tensor(coef), sampler_logp=sampler)
+    fast.backward()
+
+    slow_logp, slow_entropy = logp.clone().requires_grad_(True), entropy.clone().requires_grad_(True)
+    cells = [[slow_logp[i, t] for t in range(logp.shape[1])] for i in range(logp.shape[0])]
+    entropies = [[slow_entropy[i, t] for t in range(logp.shape[1])] for i in range(logp.shape[0])]
+    slow = slow_objective(cells, entropies, old.tolist(), ref.tolist(), adv.tolist(), mask.tolist(),
+                          sampler.tolist(), spec, loss_type, beta, coef)
+    slow.backward()
+    assert fast.item() == pytest.approx(slow.item(), rel=1e-5, abs=1e-6)
+    torch.testing.assert_close(fast_logp.grad, slow_logp.grad, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(fast_entropy.grad, slow_entropy.grad, rtol=1e-5, atol=1e-6)
+    assert stats.trained_tokens.item() < mask.sum().item() if quantile < 1 else stats.trained_tokens.item() == mask.sum().item()
+
+
+def test_the_objective_without_a_kl_term_ignores_the_reference():
+    logp, old, ref, adv, mask = random_batch(seed=7)
+    spec = Objective(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=1.0, sampler_correction="none",
+                     sampler_cap=1.0, kl_estimator=None, kl_bias_correction=False, entropy_bonus=False)
+    args = dict(normalizer=LossNormalizer.for_batch("grpo", mask, L_MAX), beta=torch.tensor(0.5),
+                entropy_coef=torch.tensor(0.1), sampler_logp=old)
+    with_ref, _ = grpo_loss(logp, old, ref, adv, mask, torch.ones_like(logp), spec, **args)
+    without, _ = grpo_loss(logp, old, None, adv, mask, torch.ones_like(logp), spec, **args)
+    per_token, _ = clipped_surrogate(logp, old, adv, EPS_LOW, EPS_HIGH)
+    assert with_ref.item() == without.item() == args["normalizer"].aggregate(per_token, mask).item()
 
 
 def test_minibatch_losses_add_up_to_the_batch_loss_for_token_mean():

@@ -16,20 +16,23 @@ The trainer, the benchmark's self-check, the probes and the tests all go through
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import KLController, kl_per_token
-from rookworld.grpo.loss import LossNormalizer, clip_stats, clipped_surrogate
+from rookworld.grpo.loss import LossNormalizer, Objective, grpo_loss
 from rookworld.grpo.sampler_correction import mismatch, sampler_weights, weight_stats
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.optim import build_optimizer, load_state_keeping_settings, lr_at, set_lr
+from rookworld.optim import build_optimizer, load_state_keeping_settings, set_lr
 from rookworld.rollout import stopped
-from rookworld.specs.run import RunSpec
+
+if TYPE_CHECKING:  # the learner reads the run's spec; grpo/ sits below specs/ (tests/test_layout.py)
+    from rookworld.specs.run import RunSpec
 
 
 @dataclass
@@ -114,6 +117,12 @@ class Learner:
         e = cfg.grpo.entropy
         self.entropy_bonus = EntropyBonus(e.coef, e.adaptive, e.target, e.delta, e.min, e.max, self.device)
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
+        self.objective = Objective(
+            epsilon_low=cfg.grpo.epsilon_low, epsilon_high=cfg.grpo.epsilon_high,
+            top_entropy_quantile=cfg.grpo.top_entropy_quantile, sampler_correction=cfg.grpo.sampler_correction.mode,
+            sampler_cap=cfg.grpo.sampler_correction.cap,
+            kl_estimator=cfg.kl.estimator if cfg.kl.placement == "loss" else None,
+            kl_bias_correction=cfg.kl.bias_correction, entropy_bonus=self.entropy_bonus.enabled)
         policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
         self._make_pass_graphs()
 
@@ -184,8 +193,7 @@ class Learner:
         the trainer reads them (one sync), so the host can prepare the next step while the GPU works; a
         minibatch whose loss or gradient norm is not finite skips its optimizer step."""
         g = self.cfg.grpo
-        lr = lr_at(step, self.cfg.optimizer.lr, self.cfg.optimizer.warmup_steps, self.cfg.steps,
-                   self.cfg.optimizer.min_lr_ratio)
+        lr = self.cfg.optimizer.lr_at(step, self.cfg.steps)
         set_lr(self.optimizer, lr)
         beta = self.kl.beta(step)
         n = batch.mask.shape[0]
@@ -300,35 +308,21 @@ class Learner:
 
     def loss_and_backward(self, inputs: dict[str, torch.Tensor], num_sequences: int, use_kl: bool,
                           group_size: int) -> dict[str, torch.Tensor]:
-        """The GRPO loss of `inputs` and its backward (graph-safe: no host syncs)."""
-        g, k = self.cfg.grpo, self.cfg.kl
+        """The GRPO loss of `inputs` (grpo_loss) and its backward (graph-safe: no host syncs)."""
         with self.autocast():
             logp, entropy = self.model_logprobs(self.policy, inputs, group_size, with_entropy=True)
         logp, entropy, mask = logp.float(), entropy.float(), inputs["mask"]
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
-        per_token, ratio = clipped_surrogate(logp, old, inputs["advantages"], g.epsilon_low, g.epsilon_high)
-        if "trained" in inputs:  # the minibatch's top-entropy mask (several micro-batches)
-            trained = inputs["trained"]
-        else:
-            trained = high_entropy_mask(entropy.detach(), mask, g.top_entropy_quantile)
-        per_token = per_token * trained
-        if g.sampler_correction.mode != "none":
-            per_token = per_token * sampler_weights(old, inputs["sampler_logp"], mask, g.sampler_correction.mode,
-                                                    g.sampler_correction.cap)
-        if use_kl and k.placement == "loss":
-            kl = kl_per_token(logp, inputs["ref_logp"].float(), k.estimator)
-            per_token = per_token + inputs["beta"] * (kl * ratio if k.bias_correction else kl)
-        if self.entropy_bonus.enabled:  # -c H_t on the trained tokens, aggregated as the policy loss (as TRL)
-            per_token = per_token - inputs["entropy_coef"] * entropy * trained
-        normalizer = LossNormalizer(g.loss_type, num_sequences, inputs["num_tokens"],
+        ref = inputs["ref_logp"].float() if use_kl else None
+        normalizer = LossNormalizer(self.cfg.grpo.loss_type, num_sequences, inputs["num_tokens"],
                                     max(self.max_new_tokens.values()))
-        loss = normalizer.aggregate(per_token, mask)
-        trained_entropy, trained_tokens = (entropy * trained).sum(), trained.sum()
+        loss, stats = grpo_loss(logp, old, ref, inputs["advantages"], mask, entropy, self.objective,
+                                normalizer=normalizer, beta=inputs["beta"], entropy_coef=inputs["entropy_coef"],
+                                sampler_logp=inputs["sampler_logp"], trained=inputs.get("trained"))
         loss.backward()
-        clip = clip_stats(ratio.detach(), inputs["advantages"], mask, g.epsilon_low, g.epsilon_high)
         return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach(),
-                "clip_low": clip.low, "clip_high": clip.high, "clip_region": clip.region,
-                "trained_entropy": trained_entropy.detach(), "trained_tokens": trained_tokens.detach()}
+                "clip_low": stats.clip.low, "clip_high": stats.clip.high, "clip_region": stats.clip.region,
+                "trained_entropy": stats.trained_entropy, "trained_tokens": stats.trained_tokens}
 
     def zero_grad(self) -> None:
         # Captured backward passes add into the existing .grad tensors: keep them (zeroed in place).

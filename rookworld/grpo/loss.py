@@ -11,6 +11,11 @@ TRL's loss_type names; TRL calls `token_mean` `dapo`, and `bnpo` on one process)
     dr_grpo    sum_{i,t} m l / (N * L_max)              Dr. GRPO, L_max = max_new_tokens
     token_mean sum_{i,t} m l / sum_{i,t} m              DAPO token mean over the minibatch
 
+`grpo_loss` is the whole objective of one micro-batch: this surrogate on the trained tokens (the
+top-entropy mask), weighted by the sampler correction, plus the KL term (placement=loss), minus the
+entropy bonus c * H_t on the trained tokens, aggregated as above. It is pure and graph-safe (no host
+sync, no backward): the learner (learner.py) owns the model passes, accumulation and backward().
+
 The trainer builds one `LossNormalizer` per minibatch (one optimizer step) from that minibatch's
 own rows: its micro-batches add up to the minibatch loss whatever the micro-batch size, and each
 minibatch is normalised on its own, not over the whole generation batch.
@@ -21,7 +26,10 @@ from dataclasses import dataclass
 
 import torch
 
+from rookworld.grpo.entropy import high_entropy_mask
+from rookworld.grpo.kl import kl_per_token
 from rookworld.grpo.options import LOSS_TYPES
+from rookworld.grpo.sampler_correction import sampler_weights
 
 
 @dataclass(frozen=True)
@@ -75,3 +83,48 @@ def clip_stats(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
         return (hit.float() * mask).sum() / n
 
     return ClipStats(low=share(low), high=share(high), region=share(low | high))
+
+
+@dataclass(frozen=True)
+class Objective:
+    """The knobs of `grpo_loss`, fixed for a run (the learner builds it from grpo.* and kl.*)."""
+    epsilon_low: float
+    epsilon_high: float
+    top_entropy_quantile: float
+    sampler_correction: str   # grpo.sampler_correction.mode
+    sampler_cap: float        # grpo.sampler_correction.cap
+    kl_estimator: str | None  # None: no KL term in the loss (KL off, or kl.placement=reward)
+    kl_bias_correction: bool  # KL_t weighted by the ratio
+    entropy_bonus: bool       # the -c H_t term (grpo.entropy on)
+
+
+@dataclass
+class LossStats:
+    """What `grpo_loss` reports besides the loss, all detached."""
+    clip: ClipStats
+    trained_entropy: torch.Tensor  # sum of H_t over the trained tokens
+    trained_tokens: torch.Tensor   # how many tokens were trained
+
+
+def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None, advantages: torch.Tensor,
+              mask: torch.Tensor, entropy: torch.Tensor, spec: Objective, *, normalizer: LossNormalizer,
+              beta: torch.Tensor, entropy_coef: torch.Tensor, sampler_logp: torch.Tensor,
+              trained: torch.Tensor | None = None) -> tuple[torch.Tensor, LossStats]:
+    """The loss of one micro-batch [B, T] and its statistics. `ref_logp` None: no KL term; `trained`
+    None: the top-entropy mask of this micro-batch's own tokens (else the minibatch's, given)."""
+    per_token, ratio = clipped_surrogate(logp, old_logp, advantages, spec.epsilon_low, spec.epsilon_high)
+    if trained is None:
+        trained = high_entropy_mask(entropy.detach(), mask, spec.top_entropy_quantile)
+    per_token = per_token * trained
+    if spec.sampler_correction != "none":
+        per_token = per_token * sampler_weights(old_logp, sampler_logp, mask, spec.sampler_correction,
+                                                spec.sampler_cap)
+    if ref_logp is not None and spec.kl_estimator is not None:
+        kl = kl_per_token(logp, ref_logp, spec.kl_estimator)
+        per_token = per_token + beta * (kl * ratio if spec.kl_bias_correction else kl)
+    if spec.entropy_bonus:  # -c H_t on the trained tokens, aggregated as the policy loss (as TRL)
+        per_token = per_token - entropy_coef * entropy * trained
+    loss = normalizer.aggregate(per_token, mask)
+    stats = LossStats(clip=clip_stats(ratio.detach(), advantages, mask, spec.epsilon_low, spec.epsilon_high),
+                      trained_entropy=(entropy * trained).sum().detach(), trained_tokens=trained.sum().detach())
+    return loss, stats

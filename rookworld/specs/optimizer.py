@@ -1,5 +1,5 @@
 """conf/optimizer/: the torch optimizer, one spec per option (optimizer=adamw|sgd), and the shared
-schedule (linear warm-up, cosine to a floor; rookworld/optim.py)."""
+schedule (linear warm-up, cosine to a floor: Schedule.lr_at)."""
 from __future__ import annotations
 
 import math
@@ -11,7 +11,7 @@ NAMES = ("adamw", "sgd")
 
 
 def schedule_uses_steps(min_lr_ratio: float) -> bool:
-    """Whether rookworld.optim.lr_at depends on the run's total steps: the cosine decays to a floor below
+    """Whether Schedule.lr_at depends on the run's total steps: the cosine decays to a floor below
     the peak."""
     return min_lr_ratio < 1
 
@@ -38,6 +38,15 @@ class Schedule:
     @staticmethod
     def expected_name() -> str:
         raise NotImplementedError
+
+    def lr_at(self, step: int, total_steps: int) -> float:
+        """Learning rate for the update of step `step` (0-based) of a `total_steps` schedule."""
+        if step < self.warmup_steps:
+            return self.lr * (step + 1) / self.warmup_steps
+        decay_steps = max(total_steps - self.warmup_steps, 1)
+        progress = min((step - self.warmup_steps) / decay_steps, 1.0)
+        floor = self.lr * self.min_lr_ratio
+        return floor + 0.5 * (self.lr - floor) * (1.0 + math.cos(math.pi * progress))
 
 
 @dataclass(frozen=True)
