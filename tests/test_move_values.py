@@ -14,6 +14,7 @@ from rookworld.evaluate import evaluate, problem_score, skill_metrics, task_scor
 from rookworld.model.sampling import PlainDecoder
 from rookworld.data.move_cases import random_game_positions
 from rookworld.data.positions import BUNDLED, load_policy_problems
+from rookworld.data.records import read_jsonl
 from rookworld.rewards import GraduatedReward, MoveValueReward
 from rookworld.specs.data import BundledData
 from rookworld.tasks import (Candidate, MissingActionValues, PolicyTruth, arbiter_problem, arbiter_truth,
@@ -387,7 +388,7 @@ def test_the_chess_score_refuses_held_out_positions_without_action_values():
 def valued_records(path, count: int) -> str:
     """The first `count` bundled test positions with hand-made action values: each candidate its eval,
     every other legal move half a pawn below the worst candidate."""
-    rows = [json.loads(line) for line in open(BUNDLED["policy_test"])][:count]
+    rows = read_jsonl(BUNDLED["policy_test"])[:count]
     for row in rows:
         evals = {c["move"]: c["eval"] for c in row["candidates"]}
         floor = min(evals.values()) - 0.5
