@@ -2,7 +2,7 @@
 
 The update splits a step's rows into shuffled minibatches and micro-batches; each micro-batch carries
 only its rows' distinct prompts (Batch.rows) and, when its rows are whole groups one after the other,
-the shared-prompt fast path (Batch.group_size > 0). Both read one layout (Batch.layout), so whatever
+the shared-prompt fast path (Batch.broadcast_width > 0). Both read one layout (Batch.layout), so whatever
 the order, each completion's log-probs must equal a plain forward of its own prompt + completion.
 """
 import pytest
@@ -64,7 +64,7 @@ def test_any_row_subset_in_any_order_is_scored_against_its_own_prompts(drawn):
     with torch.no_grad():
         shared = completion_logprobs(MODEL, rows["prompt_ids"], rows["prompt_mask"], rows["prompt_positions"],
                                      rows["group"], rows["completion_ids"], rows["mask"] > 0,
-                                     rows["completion_positions"], group_size=batch.group_size(index))
+                                     rows["completion_positions"], broadcast_width=batch.broadcast_width(index))
         plain = own_prompt_logprobs(gen, index)
     real = gen.completion_mask[index]
     assert (shared - plain)[real].abs().max() <= 1e-9
@@ -80,8 +80,8 @@ def test_the_fast_path_is_taken_for_whole_groups_in_any_group_order():
     index = torch.tensor([4, 5, 6, 7, 0, 1, 2, 3])
     assert batch.layout(index) == ([1, 0], [0, 0, 0, 0, 1, 1, 1, 1], 4)
     assert batch.rows(index)["prompt_ids"][:, 0].tolist() == [5, 1]   # group 1's prompt first
-    assert batch.group_size(torch.tensor([8, 4, 0])) == 1
-    assert batch.group_size(torch.tensor([0, 4, 1, 5])) == 0             # interleaved: gather
+    assert batch.broadcast_width(torch.tensor([8, 4, 0])) == 1
+    assert batch.broadcast_width(torch.tensor([0, 4, 1, 5])) == 0             # interleaved: gather
 
 
 def step_zero_update(tmp_path, *overrides):

@@ -451,7 +451,7 @@ def test_sampler_weights_are_logged_as_trl_names_them(tmp_path):
     batch = sampled_batch(trainer)
     everything = torch.arange(len(batch.groups))
     with torch.no_grad():  # the sampling policy's log-probs: the policy before the update
-        old = trainer.learner.logprobs("policy", batch.rows(everything), batch.group_size(everything))
+        old = trainer.learner.logprobs("policy", batch.rows(everything), batch.broadcast_width(everything))
     metrics = read_metrics(trainer.learner.update(0, batch))
     weights = sampler_weights(old, batch.sampler_logp, batch.mask, "token_truncate", 1.2)
     tokens = weights[batch.mask > 0]
@@ -475,7 +475,7 @@ def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_
     batch = sampled_batch(trainer)
     shuffle = torch.Generator().manual_seed(cfg.seed + 1)  # the learner's shuffles of the two updates
     orders = [torch.randperm(6, generator=shuffle) for _ in range(4)]
-    assert any(batch.group_size(rows) == 0 for order in orders[2:] for rows in order.chunk(2))  # gathered
+    assert any(batch.broadcast_width(rows) == 0 for order in orders[2:] for rows in order.chunk(2))  # gathered
     trainer.learner.update(0, batch)  # optimizer and entropy-bonus state to resume from
     torch.save({"policy": trainer.policy.state_dict(), **trainer.learner.state_dict()}, tmp_path / "state.pt")
     threads = torch.get_num_threads()
@@ -507,7 +507,7 @@ def test_the_entropy_bonus_is_aggregated_as_the_policy_loss_as_trl_does(tmp_path
     learner = trainer.learner
     rows = batch.rows(torch.arange(batch.mask.shape[0]))
     inputs = {**rows, "num_tokens": batch.mask.sum(), "beta": torch.zeros(()), "entropy_coef": torch.tensor(0.05)}
-    out = learner.loss_and_backward(inputs, num_sequences=batch.mask.shape[0], use_kl=False, group_size=batch.group_size(
+    out = learner.loss_and_backward(inputs, num_sequences=batch.mask.shape[0], use_kl=False, broadcast_width=batch.broadcast_width(
         torch.arange(batch.mask.shape[0])))
     with torch.no_grad():
         entropy = learner.model_logprobs(learner.policy, rows, 3, with_entropy=True)[1].float()

@@ -34,7 +34,7 @@ def trainer_and_batch(tmp_path, *overrides):
 def loss_and_gradient(trainer, batch, bucket: int | None):
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
     everything = torch.arange(batch.mask.shape[0])
-    inputs, static = trainer.learner.pass_inputs(batch.rows(everything), normalizer, 0.1, batch.group_size(everything))
+    inputs, static = trainer.learner.pass_inputs(batch.rows(everything), normalizer, 0.1, batch.broadcast_width(everything))
     if bucket:
         inputs = pad_rows(inputs, bucket)
     trainer.policy.zero_grad(set_to_none=True)
@@ -90,11 +90,11 @@ def test_replayed_update_equals_the_eager_one_and_recaptures_when_grads_move(tmp
     assert again["ok"] and again["captured"] == 1, again
 
 
-def test_group_size_is_found_only_for_whole_groups_in_order(tmp_path):
+def test_the_broadcast_width_is_found_only_for_whole_groups_in_order(tmp_path):
     trainer, batch = trainer_and_batch(tmp_path)  # 2 prompts x 3 rows
     assert batch.groups == [0, 0, 0, 1, 1, 1] and batch.prompt_ids.shape[0] == 2
-    assert batch.group_size(torch.arange(6)) == 3
-    assert batch.group_size(torch.tensor([3, 4, 5])) == 3           # one whole group
-    assert batch.group_size(torch.tensor([0, 3, 1, 4, 2, 5])) == 0  # shuffled rows
-    assert batch.group_size(torch.tensor([0, 1, 3])) == 0           # uneven groups
+    assert batch.broadcast_width(torch.arange(6)) == 3
+    assert batch.broadcast_width(torch.tensor([3, 4, 5])) == 3           # one whole group
+    assert batch.broadcast_width(torch.tensor([0, 3, 1, 4, 2, 5])) == 0  # shuffled rows
+    assert batch.broadcast_width(torch.tensor([0, 1, 3])) == 0           # uneven groups
     assert batch.rows(torch.tensor([3, 4]))["prompt_ids"].shape[0] == 1

@@ -124,7 +124,7 @@ def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
     gen = rollout.generation
     batch = trainer.learner.make_batch(gen, torch.ones(len(problems)))
     everything = torch.arange(len(problems))
-    logp, _ = trainer.learner.model_logprobs(trainer.policy, batch.rows(everything), batch.group_size(everything),
+    logp, _ = trainer.learner.model_logprobs(trainer.policy, batch.rows(everything), batch.broadcast_width(everything),
                                              with_entropy=True)
     mask = batch.mask.bool()
     ratio = torch.exp(logp - batch.old_logp)[mask]

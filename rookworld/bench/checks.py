@@ -169,7 +169,7 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
         batch = learner.make_batch(gen, advantages)
     batch.ref_logp = (batch.ref_logp if batch.ref_logp is not None else torch.zeros_like(mask)) - 0.1
     everything = torch.arange(mask.shape[0])
-    rows, group_size = batch.rows(everything), batch.group_size(everything)
+    rows, broadcast_width = batch.rows(everything), batch.broadcast_width(everything)
     normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, mask, mask.shape[1])
     beta = 0.04
     captures_before = learner.policy_graphs.captures
@@ -180,16 +180,16 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
     outputs = []
     for _ in range(3):
         learner.zero_grad()
-        outputs.append((learner.policy_pass(rows, normalizer, beta, group_size), gradient()))
+        outputs.append((learner.policy_pass(rows, normalizer, beta, broadcast_width), gradient()))
     ensure_grads(trainer.policy.parameters())
     learner.zero_grad()
-    inputs, static = learner.pass_inputs(rows, normalizer, beta, group_size)
+    inputs, static = learner.pass_inputs(rows, normalizer, beta, broadcast_width)
     eager = learner.loss_and_backward(inputs, **static)
     eager_grad = gradient()
     learner.zero_grad()
     (_, _), (replay, replay_grad), (again, again_grad) = outputs
     loss_eager, loss_replay = float(eager["loss"]), float(replay["loss"])
-    result = {"captured": learner.policy_graphs.captures - captures_before, "group_size": group_size,
+    result = {"captured": learner.policy_graphs.captures - captures_before, "broadcast_width": broadcast_width,
               "replays_same_loss": bool(torch.equal(replay["loss"], again["loss"])),
               "replays_grad_cosine": cosine(replay_grad, again_grad),
               "loss_eager": loss_eager, "loss_replay": loss_replay,
@@ -210,7 +210,7 @@ def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:
     with torch.no_grad():
         batch = learner.make_batch(gen)
         everything = torch.arange(len(batch.groups))
-        whole = learner.logprobs("policy", batch.rows(everything), batch.group_size(everything))
+        whole = learner.logprobs("policy", batch.rows(everything), batch.broadcast_width(everything))
         shuffled = torch.randperm(len(everything), generator=torch.Generator().manual_seed(SEED))
         size = trainer.cfg.grpo.group_size
         reversed_groups = everything.view(-1, size).flip(0).flatten()
@@ -218,9 +218,9 @@ def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:
         subsets += list(reversed_groups.split(2 * size))
         worst, fast_path = 0.0, 0
         for index in subsets:
-            group_size = batch.group_size(index)
-            fast_path += group_size > 0
-            logp = learner.logprobs("policy", batch.rows(index), group_size)
+            broadcast_width = batch.broadcast_width(index)
+            fast_path += broadcast_width > 0
+            logp = learner.logprobs("policy", batch.rows(index), broadcast_width)
             mask = batch.mask[index.to(trainer.device)] > 0
             worst = max(worst, float((logp - whole[index.to(trainer.device)]).abs()[mask].max()))
     if learner.logprob_graphs is not None:

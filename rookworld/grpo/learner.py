@@ -67,10 +67,12 @@ class Batch:
                    mask=gen.completion_mask.float(), sampler_logp=gen.logprobs, advantages=advantages)
 
     def layout(self, index: torch.Tensor) -> tuple[list[int], list[int], int]:
-        """The prompt layout of rows `index`, the one source for `rows` and `group_size`: the rows'
-        distinct prompts in order of first appearance, each row's place in that list, and G when the
-        rows are whole groups of G rows one after the other (group = [0]*G + [1]*G + ...: the shared
-        prompt is broadcast, GPT.completion_hidden runs faster), else 0 (each row gathers its prompt)."""
+        """The prompt layout of rows `index`, the one source for `rows` and `broadcast_width`: the rows'
+        distinct prompts in order of first appearance, each row's place in that list, and the broadcast
+        width: W when the rows are whole runs of W rows of one prompt each, one after the other (group =
+        [0]*W + [1]*W + ...: each prompt is broadcast to its W rows, GPT.completion_hidden runs faster),
+        else 0 (each row gathers its prompt). W is how the model lays out these rows, not grpo.group_size:
+        a micro-batch of one whole group has W = G, a shuffled one W = 0, a cut group a smaller W."""
         row_prompts = [self.groups[row] for row in index.tolist()]
         prompts = list(dict.fromkeys(row_prompts))
         place = {prompt: i for i, prompt in enumerate(prompts)}
@@ -79,8 +81,8 @@ class Batch:
         regular = group == [row // size for row in range(len(group))]
         return prompts, group, size if regular else 0
 
-    def group_size(self, index: torch.Tensor) -> int:
-        """G of `layout`: rows `index` are whole groups of G rows one after the other, else 0."""
+    def broadcast_width(self, index: torch.Tensor) -> int:
+        """The broadcast width of `layout`: W when rows `index` are whole runs of W rows per prompt, else 0."""
         return self.layout(index)[2]
 
     def rows(self, index: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -117,12 +119,12 @@ class Learner:
         e = cfg.grpo.entropy
         self.entropy_bonus = EntropyBonus(e.coef, e.adaptive, e.target, e.delta, e.min, e.max, self.device)
         self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
+        kl_in_loss = kl.enabled and cfg.kl.placement == "loss"  # kl=none has no placement
         self.objective = Objective(
             epsilon_low=cfg.grpo.epsilon_low, epsilon_high=cfg.grpo.epsilon_high,
             top_entropy_quantile=cfg.grpo.top_entropy_quantile, sampler_correction=cfg.grpo.sampler_correction.mode,
-            sampler_cap=cfg.grpo.sampler_correction.cap,
-            kl_estimator=cfg.kl.estimator if cfg.kl.placement == "loss" else None,
-            kl_bias_correction=cfg.kl.bias_correction, entropy_bonus=self.entropy_bonus.enabled)
+            sampler_cap=cfg.grpo.sampler_correction.cap, kl_estimator=cfg.kl.estimator if kl_in_loss else None,
+            kl_bias_correction=kl_in_loss and cfg.kl.bias_correction, entropy_bonus=self.entropy_bonus.enabled)
         policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
         self._make_pass_graphs()
 
@@ -133,11 +135,11 @@ class Learner:
         if self.cfg.grpo.mask_truncated_completions:
             batch.mask = batch.mask * stopped(self.tokenizer, gen).to(batch.mask.dtype)[:, None]
         everything = torch.arange(len(batch.groups))
-        inputs, group_size = batch.rows(everything), batch.group_size(everything)
+        inputs, broadcast_width = batch.rows(everything), batch.broadcast_width(everything)
         if self.kl.enabled:
-            batch.ref_logp = self.logprobs("reference", inputs, group_size)
+            batch.ref_logp = self.logprobs("reference", inputs, broadcast_width)
         if self._needs_old_logprobs:
-            batch.old_logp = self.logprobs("policy", inputs, group_size)
+            batch.old_logp = self.logprobs("policy", inputs, broadcast_width)
         return batch
 
     @property
@@ -151,25 +153,25 @@ class Learner:
         """Several optimizer steps per batch: old log-probs are needed and the rows get shuffled."""
         return self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
 
-    def logprobs(self, which: str, inputs: dict[str, torch.Tensor], group_size: int) -> torch.Tensor:
+    def logprobs(self, which: str, inputs: dict[str, torch.Tensor], broadcast_width: int) -> torch.Tensor:
         """Log-probs [B, N] of the completions under the policy or the reference (on the reference's own
         device, kl.ref_device), returned on the policy's; from a CUDA graph when they are on."""
         model = self.policy if which == "policy" else self.reference
         device = next(model.parameters()).device
         inputs = {name: t.to(device) for name, t in inputs.items() if name in MODEL_INPUTS}
         if self.logprob_graphs is None or device != self.device:
-            return self._logprob_pass(inputs, which=which, group_size=group_size)["logp"].to(self.device)
+            return self._logprob_pass(inputs, which=which, broadcast_width=broadcast_width)["logp"].to(self.device)
         padded = pad_rows(inputs, self.cfg.grpo.graph_bucket)
-        logp = self.logprob_graphs(padded, which=which, group_size=group_size)["logp"]
+        logp = self.logprob_graphs(padded, which=which, broadcast_width=broadcast_width)["logp"]
         return logp[:, :inputs["mask"].shape[1]]
 
-    def _logprob_pass(self, inputs: dict[str, torch.Tensor], which: str, group_size: int) -> dict[str, torch.Tensor]:
+    def _logprob_pass(self, inputs: dict[str, torch.Tensor], which: str, broadcast_width: int) -> dict[str, torch.Tensor]:
         """No-grad log-probs of `which` model (graph-safe)."""
         model = self.policy if which == "policy" else self.reference
         with torch.no_grad(), self.autocast():
-            return {"logp": self.model_logprobs(model, inputs, group_size)}
+            return {"logp": self.model_logprobs(model, inputs, broadcast_width)}
 
-    def model_logprobs(self, model, inputs: dict[str, torch.Tensor], group_size: int,
+    def model_logprobs(self, model, inputs: dict[str, torch.Tensor], broadcast_width: int,
                        with_entropy: bool = False):
         """Log-probs [b, N] (and entropies) of `model` on the rows `inputs`, with gradients when enabled."""
         # At the sampling temperature, so that the ratio is 1 before the update.
@@ -177,7 +179,7 @@ class Learner:
         return completion_logprobs(model, inputs["prompt_ids"], inputs["prompt_mask"], inputs["prompt_positions"],
                                    inputs["group"], inputs["completion_ids"], inputs["mask"] > 0,
                                    inputs["completion_positions"], temperature=temperature,
-                                   with_entropy=with_entropy, group_size=group_size)
+                                   with_entropy=with_entropy, broadcast_width=broadcast_width)
 
     def _make_pass_graphs(self) -> None:
         """CUDA graphs of the training passes (rookworld/model/pass_graphs.py), when on; else eager."""
@@ -216,7 +218,7 @@ class Learner:
                 sums["entropy_coef"] = sums["entropy_coef"] + self.entropy_bonus.applied_coef()
                 for rows, inputs in zip(parts, part_inputs):
                     rows_here = rows.to(self.device)  # before the pass is queued: this copy waits for the GPU
-                    out = self.policy_pass(inputs, normalizer, beta, batch.group_size(rows))
+                    out = self.policy_pass(inputs, normalizer, beta, batch.broadcast_width(rows))
                     loss_value = loss_value + out["loss"]
                     mb_entropy, mb_tokens = mb_entropy + out["trained_entropy"], mb_tokens + out["trained_tokens"]
                     if epoch == 0:
@@ -267,7 +269,7 @@ class Learner:
         if quantile >= 1.0 or len(parts) == 1:  # every completion token is trained, or the pass sees the minibatch
             return part_inputs
         with torch.no_grad(), self.autocast():
-            entropies = [self.model_logprobs(self.policy, inputs, batch.group_size(rows), with_entropy=True)[1]
+            entropies = [self.model_logprobs(self.policy, inputs, batch.broadcast_width(rows), with_entropy=True)[1]
                          for rows, inputs in zip(parts, part_inputs)]
         masks = torch.cat([inputs["mask"] for inputs in part_inputs])
         trained = high_entropy_mask(torch.cat(entropies).float(), masks, quantile)
@@ -284,12 +286,12 @@ class Learner:
             self.optimizer.step()
 
     def policy_pass(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
-                    group_size: int) -> dict[str, torch.Tensor]:
+                    broadcast_width: int) -> dict[str, torch.Tensor]:
         """Forward and backward of one micro-batch of a minibatch (gradients accumulate); its loss,
         log-probs [b, N], entropies [b, N], clip and trained-token statistics. `rows` may carry the
         minibatch's `trained` mask (_with_trained_mask); without it the
         micro-batch is the whole minibatch. From a CUDA graph when they are on."""
-        inputs, static = self.pass_inputs(rows, normalizer, beta, group_size)
+        inputs, static = self.pass_inputs(rows, normalizer, beta, broadcast_width)
         if self.policy_graphs is None:
             return self.loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
@@ -298,19 +300,19 @@ class Learner:
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
 
     def pass_inputs(self, rows: dict[str, torch.Tensor], normalizer: LossNormalizer, beta: float,
-                    group_size: int) -> tuple[dict[str, torch.Tensor], dict]:
+                    broadcast_width: int) -> tuple[dict[str, torch.Tensor], dict]:
         """The tensors and the static arguments of `loss_and_backward` for one micro-batch."""
         inputs = {**rows, "num_tokens": normalizer.num_tokens, "beta": torch.full((), beta, device=self.device),
                   "entropy_coef": self.entropy_bonus.applied_coef()}
         static = dict(num_sequences=normalizer.num_sequences, use_kl="ref_logp" in rows and beta > 0,
-                      group_size=group_size)
+                      broadcast_width=broadcast_width)
         return inputs, static
 
     def loss_and_backward(self, inputs: dict[str, torch.Tensor], num_sequences: int, use_kl: bool,
-                          group_size: int) -> dict[str, torch.Tensor]:
+                          broadcast_width: int) -> dict[str, torch.Tensor]:
         """The GRPO loss of `inputs` (grpo_loss) and its backward (graph-safe: no host syncs)."""
         with self.autocast():
-            logp, entropy = self.model_logprobs(self.policy, inputs, group_size, with_entropy=True)
+            logp, entropy = self.model_logprobs(self.policy, inputs, broadcast_width, with_entropy=True)
         logp, entropy, mask = logp.float(), entropy.float(), inputs["mask"]
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
         ref = inputs["ref_logp"].float() if use_kl else None

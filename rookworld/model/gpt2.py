@@ -96,7 +96,7 @@ class SharedPrompts:
     group: Tensor            # [B] index of each completion's prompt
     prompt_bias: Tensor      # [U, 1, P, P] additive attention mask of the prompts (attention_bias)
     completion_bias: Tensor  # [B, 1, N, P + N] of the completions over their prompt and themselves
-    group_size: int          # G when group = [0]*G + [1]*G + ... (GRPO batches), else 0
+    broadcast_width: int     # G when group = [0]*G + [1]*G + ... (GRPO batches), else 0
 
     @property
     def sizes(self) -> tuple[int, int, int, int]:
@@ -105,22 +105,22 @@ class SharedPrompts:
         return U, P, B, N
 
     @classmethod
-    def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, group_size: int,
+    def build(cls, prompt_mask: Tensor, group: Tensor, completion_mask: Tensor, broadcast_width: int,
               dtype: torch.dtype) -> SharedPrompts:
         """The layout of boolean masks [U, P] and [B, N]; attention biases in `dtype` (the queries')."""
         (U, P), (B, N) = prompt_mask.shape, completion_mask.shape
-        if group_size and U * group_size != B:
-            raise ValueError(f"group_size {group_size} x {U} prompts != {B} completions")
+        if broadcast_width and U * broadcast_width != B:
+            raise ValueError(f"broadcast_width {broadcast_width} x {U} prompts != {B} completions")
         row_mask = torch.cat([prompt_mask[group], completion_mask], dim=1)  # [B, P + N] as a left-padded row
         return cls(group, attention_bias(attention_mask_4d(prompt_mask, 0, P, prompt_mask.device), dtype),
-                   attention_bias(attention_mask_4d(row_mask, P, N, prompt_mask.device), dtype), group_size)
+                   attention_bias(attention_mask_4d(row_mask, P, N, prompt_mask.device), dtype), broadcast_width)
 
     def rows_after_prompts(self, prompt_part: Tensor, completion_part: Tensor) -> Tensor:
         """[B, P + N, W]: each completion row's [N, W] after its prompt's [P, W] (one concatenation).
         Regular groups read each prompt broadcast over its G rows (backward: a sum per group,
         deterministic); others gather."""
-        if self.group_size:
-            return PromptBroadcast.apply(prompt_part, completion_part, self.group_size)
+        if self.broadcast_width:
+            return PromptBroadcast.apply(prompt_part, completion_part, self.broadcast_width)
         return torch.cat([prompt_part[self.group], completion_part], dim=1)
 
 
@@ -130,13 +130,13 @@ class PromptBroadcast(torch.autograd.Function):
     per group and a view."""
 
     @staticmethod
-    def forward(ctx, prompt_part: Tensor, completion_part: Tensor, group_size: int) -> Tensor:
+    def forward(ctx, prompt_part: Tensor, completion_part: Tensor, broadcast_width: int) -> Tensor:
         (U, P, W), N = prompt_part.shape, completion_part.shape[1]
-        rows = prompt_part.new_empty(U, group_size, P + N, W)
+        rows = prompt_part.new_empty(U, broadcast_width, P + N, W)
         rows[:, :, :P] = prompt_part[:, None]
-        rows[:, :, P:] = completion_part.view(U, group_size, N, W)
-        ctx.shape = (U, group_size, P, N, W)
-        return rows.view(U * group_size, P + N, W)
+        rows[:, :, P:] = completion_part.view(U, broadcast_width, N, W)
+        ctx.shape = (U, broadcast_width, P, N, W)
+        return rows.view(U * broadcast_width, P + N, W)
 
     @staticmethod
     def backward(ctx, grad_rows: Tensor):
@@ -315,14 +315,14 @@ class GPT(nn.Module):
 
     def completion_hidden(self, prompt_ids: Tensor, prompt_mask: Tensor, prompt_positions: Tensor, group: Tensor,
                           completion_ids: Tensor, completion_mask: Tensor, completion_positions: Tensor,
-                          group_size: int = 0) -> Tensor:
+                          broadcast_width: int = 0) -> Tensor:
         """Final-LayerNorm hidden states [B, N, C] that predict completion tokens [B, N]: position t holds
         the state after the prompt and completion tokens before t. Prompts [U, P] are left-padded and run
-        once each; completion row b continues prompt group[b] (`group_size` G > 0 promises the regular
+        once each; completion row b continues prompt group[b] (`broadcast_width` G > 0 promises the regular
         layout group = [0]*G + [1]*G + ..., which runs faster). Equals `hidden` on each row's prompt +
         completion (the GRPO group's G rows share one prompt: ~G times less prompt compute)."""
         (U, P), (B, N) = prompt_ids.shape, completion_ids.shape
-        layout = SharedPrompts.build(prompt_mask, group, completion_mask, group_size, matmul_dtype(self.wte.weight))
+        layout = SharedPrompts.build(prompt_mask, group, completion_mask, broadcast_width, matmul_dtype(self.wte.weight))
         ids = torch.cat([prompt_ids.reshape(-1), completion_ids.reshape(-1)])[None]
         positions = torch.cat([prompt_positions.reshape(-1), completion_positions.reshape(-1)])[None]
         x = self.blocks(self.wte(ids) + self.wpe(positions), layout, None)[0]

@@ -37,11 +37,11 @@ def completion_logprobs(model: GPT, prompt_ids: Tensor, prompt_mask: Tensor, pro
                         group: Tensor, completion_ids: Tensor, completion_mask: Tensor,
                         completion_positions: Tensor, temperature: float = 1.0, chunk_size: int = 32,
                         with_entropy: bool = False, fused: bool | None = None,
-                        group_size: int = 0) -> Tensor | tuple[Tensor, Tensor]:
+                        broadcast_width: int = 0) -> Tensor | tuple[Tensor, Tensor]:
     """`token_logprobs` of completions [B, N] whose rows share prompts [U, P] (completion b continues
     prompt group[b]): each prompt runs once (GPT.completion_hidden). Same values to float rounding."""
     hidden = model.completion_hidden(prompt_ids, prompt_mask, prompt_positions, group, completion_ids,
-                                     completion_mask, completion_positions, group_size)
+                                     completion_mask, completion_positions, broadcast_width)
     return hidden_logprobs(model, hidden, completion_ids, temperature, chunk_size, with_entropy, fused)
 
 

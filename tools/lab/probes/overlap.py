@@ -59,13 +59,13 @@ def main() -> None:
     batch.advantages = torch.randn(len(rows), device=device)
     a_rows = [i for i, problem in enumerate(rows) if problem.task == "A"]
     index = torch.tensor(a_rows)
-    inputs, group_size = batch.rows(index), batch.group_size(index)
+    inputs, broadcast_width = batch.rows(index), batch.broadcast_width(index)
     normalizer = LossNormalizer.for_batch(cfg.run.grpo.loss_type, inputs["mask"], max(trainer.max_new_tokens.values()))
     print(f"A: rows {len(a_rows)} of {len(rows)}, completion width {inputs['mask'].shape[1]}", flush=True)
 
     def a_work():
-        trainer.learner.logprobs("reference", inputs, group_size)
-        trainer.learner.policy_pass(inputs, normalizer, 0.04, group_size)
+        trainer.learner.logprobs("reference", inputs, broadcast_width)
+        trainer.learner.policy_pass(inputs, normalizer, 0.04, broadcast_width)
 
     for _ in range(3):
         a_work()
