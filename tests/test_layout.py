@@ -11,6 +11,9 @@
 - Only the loader (rookworld.config, with the entry points' Hydra plumbing), the entry points,
   rookworld/tracking/ and rookworld/sweep/ import omegaconf or hydra: the rest of the library gets
   typed specs (rookworld/specs/) or plain values, never a DictConfig.
+- The library folders (data/, model/, tasks/, grpo/) sit below the run's assembly: they import no
+  config, components, composition, errors or specs module, and take plain values or their own small
+  types instead (imports under `if TYPE_CHECKING:`, for annotations, do not run and do not count).
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
 - A name with a leading underscore is used only in the module that defines it (library, tests and
@@ -55,6 +58,14 @@ CONFIG_SIDE = {
     "rookworld.hooks": "builds what a driver adds to a run from the config's _target_s (trial.hooks, tracking.run_link)",
 }
 CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file runs and drive sweeps through Hydra
+LIBRARY_FOLDERS = ("rookworld.data", "rookworld.model", "rookworld.tasks", "rookworld.grpo")
+ASSEMBLY = ("rookworld.config", "rookworld.components", "rookworld.composition", "rookworld.errors", "rookworld.specs")
+# Library-folder modules that still import the assembly, and why; each entry is a move still to make.
+ASSEMBLY_PENDING = {
+    "rookworld.data.caps": "a python -m command inside data/: composes a config to print token caps",
+    "rookworld.data.pass_rates": "a python -m command inside data/: loads a run's policy to measure pass rates",
+    "rookworld.data.repeats": "a python -m command inside data/: composes a config to count repeated prompts",
+}
 
 
 # ---------------------------------------------------------------- the import graph
@@ -191,6 +202,17 @@ def driver_violations(graph: dict[str, set[str]]) -> list[str]:
     return [f"{name} imports {target}: name what the sweep adds to a run by a config _target_ (rookworld/hooks.py)"
             for name, targets in sorted(graph.items()) if not is_driver(name)
             for target in sorted(targets) if is_driver(target)]
+
+
+def within(name: str, packages: tuple[str, ...]) -> bool:
+    return any(name == package or name.startswith(package + ".") for package in packages)
+
+
+def folder_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports of the assembly (config, components, composition, errors, specs) from a library folder."""
+    return [f"{name} imports {target}: a library folder takes plain values, not the run's assembly"
+            for name, targets in sorted(graph.items()) if within(name, LIBRARY_FOLDERS)
+            for target in sorted(targets) if within(target, ASSEMBLY)]
 
 
 # ---------------------------------------------------------------- references outside the repository
@@ -341,6 +363,33 @@ def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
     modules = package_modules(root)
     problems = config_import_violations(modules, entry_points(modules))
     assert len(problems) == 1 and problems[0].startswith("rookworld.trainer imports omegaconf"), problems
+
+
+def test_the_library_folders_import_nothing_of_the_assembly():
+    graph = import_graph(package_modules())
+    problems = folder_violations({name: targets for name, targets in graph.items() if name not in ASSEMBLY_PENDING})
+    assert not problems, "\n".join(problems)
+
+
+@pytest.mark.xfail(strict=True, reason="python -m commands still inside data/: " + ", ".join(ASSEMBLY_PENDING))
+def test_no_library_folder_module_is_pending():
+    graph = import_graph(package_modules())
+    assert not folder_violations({name: graph[name] for name in ASSEMBLY_PENDING if name in graph})
+
+
+def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {
+        "__init__.py": "", "config.py": "", "errors.py": "", "specs/__init__.py": "", "specs/run.py": "",
+        "grpo/__init__.py": "", "tasks/__init__.py": "", "trainer.py": "from rookworld.specs.run import RunSpec\n",
+        "grpo/learner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rookworld.specs.run import RunSpec\n",
+        "tasks/policy.py": "def score():\n    from rookworld.errors import ConfigError\n",  # the planted violation
+    }
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    assert folder_violations(import_graph(package_modules(root))) == [
+        "rookworld.tasks.policy imports rookworld.errors: a library folder takes plain values, not the run's assembly"]
 
 
 def test_nothing_outside_the_sweep_imports_it():
