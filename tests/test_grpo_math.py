@@ -16,28 +16,34 @@ def slow_kl(logp: float, ref: float, estimator: str) -> float:
     return {"k1": r, "k2": 0.5 * r * r, "k3": math.exp(-r) - 1 + r}[estimator]
 
 
+def slow_surrogate(logp, old: float, adv: float):
+    """One token's clipped surrogate and its ratio (0-d tensors)."""
+    ratio = torch.exp(logp - old)
+    clipped = torch.clamp(ratio, 1 - EPS_LOW, 1 + EPS_HIGH)
+    return -torch.min(ratio * adv, clipped * adv), ratio
+
+
+def slow_kl_term(logp, ref: float, estimator: str):
+    r = logp - ref
+    return {"k1": r, "k2": 0.5 * r * r, "k3": torch.exp(-r) - 1 + r}[estimator]
+
+
 def slow_loss(logp, old, ref, adv, mask, loss_type, beta, estimator):
-    """Python-scalar loss over nested lists; logp entries are 0-d tensors so autograd works."""
-    per_seq, all_tokens, count = [], [], 0
-    for i in range(len(logp)):
-        tokens = []
-        for t in range(len(logp[i])):
-            if not mask[i][t]:
-                continue
-            ratio = torch.exp(logp[i][t] - old[i][t])
-            clipped = torch.clamp(ratio, 1 - EPS_LOW, 1 + EPS_HIGH)
-            term = -torch.min(ratio * adv[i], clipped * adv[i])
-            r = logp[i][t] - ref[i][t]
-            kl = {"k1": r, "k2": 0.5 * r * r, "k3": torch.exp(-r) - 1 + r}[estimator]
-            tokens.append(term + beta * kl)
-        per_seq.append(sum(tokens) / max(len(tokens), 1))
-        all_tokens += tokens
-        count += len(tokens)
+    """The clipped surrogate + beta * KL alone: slow_objective with every other knob off."""
+    plain = Objective(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=1.0, sampler_correction="none",
+                      sampler_cap=1.0, kl_estimator=estimator, kl_bias_correction=False, entropy_bonus=False)
+    no_entropy = [[torch.zeros(()) for _ in row] for row in logp]
+    return slow_objective(logp, no_entropy, old, ref, adv, mask, old, plain, loss_type, beta, 0.0)
+
+
+def slow_aggregate(rows: list[list], loss_type: str):
+    """Each row's masked token losses aggregated by loss_type (loss.py's table)."""
+    all_tokens = [token for tokens in rows for token in tokens]
     if loss_type == "grpo":
-        return sum(per_seq) / len(logp)
+        return sum(sum(tokens) / max(len(tokens), 1) for tokens in rows) / len(rows)
     if loss_type == "dr_grpo":
-        return sum(all_tokens) / (len(logp) * L_MAX)
-    return sum(all_tokens) / count
+        return sum(all_tokens) / (len(rows) * L_MAX)
+    return sum(all_tokens) / len(all_tokens)
 
 
 def random_batch(seed=0, rows=4, tokens=6):
@@ -100,28 +106,20 @@ def slow_objective(logp, entropy, old, ref, adv, mask, sampler, spec, loss_type,
     threshold = slow_quantile_threshold(real, spec.top_entropy_quantile)
     weights = (slow_sampler_weights(old, sampler, mask, spec.sampler_correction, spec.sampler_cap)
                if spec.sampler_correction != "none" else [[1.0] * len(row) for row in mask])
-    per_seq, all_tokens, count = [], [], 0
+    rows = []
     for i in range(len(logp)):
         tokens = []
         for t in range(len(logp[i])):
             if not mask[i][t]:
                 continue
             trained = 1.0 if entropy[i][t].item() >= threshold else 0.0
-            ratio = torch.exp(logp[i][t] - old[i][t])
-            clipped = torch.clamp(ratio, 1 - EPS_LOW, 1 + EPS_HIGH)
-            term = -torch.min(ratio * adv[i], clipped * adv[i]) * trained * weights[i][t]
-            r = logp[i][t] - ref[i][t]
-            kl = {"k1": r, "k2": 0.5 * r * r, "k3": torch.exp(-r) - 1 + r}[spec.kl_estimator]
+            surrogate, ratio = slow_surrogate(logp[i][t], old[i][t], adv[i])
+            term = surrogate * trained * weights[i][t]
+            kl = slow_kl_term(logp[i][t], ref[i][t], spec.kl_estimator)
             term = term + beta * (kl * ratio if spec.kl_bias_correction else kl)
             tokens.append(term - coef * entropy[i][t] * trained)
-        per_seq.append(sum(tokens) / max(len(tokens), 1))
-        all_tokens += tokens
-        count += len(tokens)
-    if loss_type == "grpo":
-        return sum(per_seq) / len(logp)
-    if loss_type == "dr_grpo":
-        return sum(all_tokens) / (len(logp) * L_MAX)
-    return sum(all_tokens) / count
+        rows.append(tokens)
+    return slow_aggregate(rows, loss_type)
 
 
 @pytest.mark.parametrize("loss_type,estimator,bias,correction,quantile", [
