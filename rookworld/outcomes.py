@@ -1,5 +1,8 @@
-"""Run outcomes: the one vocabulary the trainer sets, tracking records (tag `rookworld.outcome`)
-and sweep summaries count."""
+"""Run outcomes and results: the one vocabulary the trainer sets, tracking records (tag
+`rookworld.outcome`, metric `objective`), the sweep's worker tells Optuna and its summaries count."""
+from __future__ import annotations
+
+from dataclasses import dataclass
 
 RUNNING = "running"          # started and not finished (or the process died before it could say)
 SUCCESS = "success"          # ran its steps (or its time limit) and took the final evaluation
@@ -15,3 +18,23 @@ FAILED = "failed"            # an exception ended the run (its message is the st
 DIVERGED_OUTCOMES = (DIVERGED_KL_GROWTH, DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_REWARD)
 FAILURE_OUTCOMES = (KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES)  # each ends a run with objective.failure_penalty
 OUTCOMES = (RUNNING, SUCCESS, KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES, PRUNED, FAILED)
+
+OBJECTIVE_METRIC = "objective"          # the run's logged objective (objective.metric's value, or the penalty)
+OBJECTIVE_SE_METRIC = "eval/score_se"   # the default objective's standard error, in a run's final evaluation
+
+
+def standard_error_metric(metric: str) -> str:
+    """The name an evaluation gives `metric`'s standard error (eval/score -> eval/score_se)."""
+    return f"{metric}_se"
+
+
+@dataclass
+class RunResult:
+    """What one run returns: to `python -m rookworld.train`'s caller, and to a sweep's worker."""
+    outcome: str
+    reason: str
+    steps: int
+    objective: float
+    objective_se: float | None = None          # the final evaluation's standard error of the objective
+    final_eval: dict[str, float] | None = None
+    problem_scores: list[float] | None = None  # the final evaluation's per-problem scores, in problem order

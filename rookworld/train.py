@@ -23,7 +23,8 @@ from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 
 if TYPE_CHECKING:  # torch and the model load in run(): a sweep's launcher and a refused command never need them
     from rookworld.evaluate import Change
-    from rookworld.trainer import RunResult, Trainer
+    from rookworld.outcomes import RunResult
+    from rookworld.trainer import Trainer
 
 
 def run(cfg: DictConfig) -> RunResult:

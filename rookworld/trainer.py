@@ -31,11 +31,12 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.outcomes import NAN_FAILURE, PRUNED, SUCCESS
+from rookworld.outcomes import NAN_FAILURE, OBJECTIVE_METRIC, PRUNED, SUCCESS, RunResult, standard_error_metric
 from rookworld.resume_check import TRAINER_STATE_FILE, check_checkpoint_folder, check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
 from rookworld.specs.kl import KL, KLAdaptive, KLFixed
+from rookworld.specs.rules import ConfigError
 from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
 from rookworld.tracking.tracker import STEPS_METRIC
@@ -47,16 +48,6 @@ def kl_controller(kl: KL) -> KLController:
         return KLController("none", 0.0, 0, 1.0)
     target, horizon = (kl.target, kl.horizon) if isinstance(kl, KLAdaptive) else (None, None)
     return KLController(kl.kind, kl.coef, kl.warmup_steps, kl.warmup_factor, target, horizon)
-
-
-@dataclass
-class RunResult:
-    outcome: str
-    reason: str
-    steps: int
-    objective: float
-    final_eval: dict[str, float] | None = None
-    problem_scores: list[float] | None = None  # the final evaluation's per-problem scores, in problem order
 
 
 @dataclass
@@ -131,27 +122,37 @@ class Trainer:
     def _finish(self, outcome: str, reason: str) -> RunResult:
         if outcome == NAN_FAILURE and self.finite_weights.restore():
             reason = f"{reason}; the policy keeps its last finite weights"
-        final_eval, problem_scores = None, None
+        final_eval, problem_scores, objective_se = None, None, None
         objective = float(self.cfg.objective.failure_penalty)
         if outcome == SUCCESS:
             reuse_eval = self.last_eval is not None and self.last_eval_step == self.step
             final = self.last_eval if reuse_eval else self.evaluate(self.step)
-            final_eval, objective, problem_scores = final.metrics, final.score, final.problem_scores
+            final_eval, problem_scores = final.metrics, final.problem_scores
+            objective, objective_se = self._objective_of(final), final.metrics.get(
+                standard_error_metric(self.cfg.objective.metric))
             self.tracker.log_dict(final_eval, "eval_final.json")
             if self.cfg.checkpoint.save_final or self.cfg.tracking.log_checkpoint:
                 directory = self.save_checkpoint()
                 if self.cfg.tracking.log_checkpoint:
                     self.tracker.log_artifacts(str(directory), "checkpoint")
         elif outcome == PRUNED and self.last_eval is not None:
-            objective = self.last_eval.score
-        self.tracker.log_metrics({"objective": objective, STEPS_METRIC: float(self.step)}, step=self.step)
+            objective = self._objective_of(self.last_eval)
+        self.tracker.log_metrics({OBJECTIVE_METRIC: objective, STEPS_METRIC: float(self.step)}, step=self.step)
         self.tracker.set_outcome(outcome, reason)
         for hook in self.hooks:
             hook.record_outcome(outcome, reason)
         print(f"outcome: {outcome} ({reason}); objective {objective:.4f}")
         if final_eval:
             print("final evaluation: " + ", ".join(f"{k}={v:.4f}" for k, v in final_eval.items()))
-        return RunResult(outcome, reason, self.step, objective, final_eval, problem_scores)
+        return RunResult(outcome, reason, self.step, objective, objective_se, final_eval, problem_scores)
+
+    def _objective_of(self, evaluation: EvalResult) -> float:
+        """objective.metric of `evaluation`; a name the evaluation does not log fails in one line."""
+        metric = self.cfg.objective.metric
+        if metric not in evaluation.metrics:
+            raise ConfigError(f"objective.metric={metric!r}: the evaluation logs no such metric (it logs "
+                              f"{', '.join(sorted(k for k in evaluation.metrics if not k.endswith('_se'))[:6])}, ...)")
+        return float(evaluation.metrics[metric])
 
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
@@ -335,6 +336,7 @@ class Trainer:
                                   e.batch_size, e.num_samples_logged, score=e.score, generator=self.generator)
             if cache is not None:
                 cache.store(result)
+        self._objective_of(result)  # a bad objective.metric fails at the first evaluation, not after training
         self.tracker.log_metrics(result.metrics, step=step)
         self.tracker.log_samples(result.samples, step=step)
         if self.last_eval is None:  # the first evaluation of this process says what its metrics leave out

@@ -207,7 +207,8 @@ def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_fin
 
 
 @pytest.mark.parametrize("overrides", [
-    ["kl=adaptive", "kl.estimator=k2", "optimizer.lr=3e-6", "task_mix=env_only", "reward=exact"],
+    ["kl=adaptive", "kl.estimator=k2", "optimizer.lr=3e-6", "task_mix=env_only", "reward=exact",
+     "objective.metric=eval/A/score"],
     ["kl=none", "optimizer=sgd", "task_mix=policy_only", "grpo.loss_type=dr_grpo", "grpo.scale_rewards=none"],
     ["kl=fixed", "kl.estimator=k1", "grpo.loss_type=token_mean", "grpo.num_iterations=2",
      "grpo.num_minibatches=2", "grpo.micro_batch_size=2", "grpo.reward_norm.enabled=true",
@@ -217,6 +218,16 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     result = run(tiny_config(tmp_path, *overrides))
     assert result.outcome == "success" and result.steps == 2
     assert math.isfinite(result.objective)
+    metric = next((o.partition("=")[2] for o in overrides if o.startswith("objective.metric=")), "eval/score")
+    assert result.objective == result.final_eval[metric]  # objective.metric picks it; eval/A/score has no _se
+    assert result.objective_se == result.final_eval.get(f"{metric}_se")
+
+
+def test_an_objective_metric_the_evaluation_does_not_log_fails_at_the_first_evaluation(tmp_path):
+    trainer = build_trainer(load_run(tiny_config(tmp_path, "objective.metric=eval/P/nonsense")), make_tracker(
+        tiny_config(tmp_path)))
+    with pytest.raises(ConfigError, match=r"objective.metric='eval/P/nonsense': the evaluation logs no such metric"):
+        trainer.evaluate(0)
 
 
 @pytest.mark.parametrize("override, key", [
@@ -226,6 +237,7 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     ("task_mix.P=0.5", "task_mix="),
     ("steps=abc", "steps='abc': expected an integer"),
     ("kl=fixed kl.kind=adaptive", "kl.kind='adaptive': the kl option is fixed"),
+    ("objective.metric=score", "objective.metric='score': must name an evaluation metric"),
     ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, the held-out "
                               "validation part has 300"),
 ])

@@ -43,7 +43,12 @@ class ResumeCheck:
 
 @dataclass(frozen=True)
 class Objective:
+    metric: str
     failure_penalty: float
+
+    def __post_init__(self):
+        require(isinstance(self.metric, str) and self.metric.startswith("eval/"), "objective.metric", self.metric,
+                "must name an evaluation metric (eval/score, eval/P/score, ...)")
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,8 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import LogLocator, MaxNLocator, NullFormatter
 
 from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, FAILED,
-                                KL_FAILURE, NAN_FAILURE, PRUNED, RUNNING, SUCCESS)
-from rookworld.sweep.report.summary import NO_RUN, OBJECTIVE_METRIC, SweepSummary, TrialRow, format_objective
+                                KL_FAILURE, NAN_FAILURE, OBJECTIVE_METRIC, PRUNED, RUNNING, SUCCESS)
+from rookworld.sweep.report.summary import NO_RUN, SweepSummary, TrialRow, format_objective
 
 if TYPE_CHECKING:
     from mlflow import MlflowClient

@@ -26,7 +26,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from rookworld.outcomes import OUTCOMES, RUNNING, SUCCESS
+from rookworld.outcomes import OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OUTCOMES, RUNNING, SUCCESS
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import (CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STEPS_METRIC, STOP_REASON_TAG,
@@ -39,8 +39,6 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 DIRECTIONS = ("maximize", "minimize")
-OBJECTIVE_METRIC = "objective"
-OBJECTIVE_SE_METRIC = "eval/score_se"  # the final evaluation's standard error, from its per-problem scores
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
 STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")

@@ -56,7 +56,7 @@ from rookworld.sweep.staged.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, S
                                     due, halving_report, is_search)
 from rookworld.sweep.storage.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
                                    resolve_stale_trials, trial_id)
-from rookworld.sweep.report.summary import OBJECTIVE_SE_METRIC
+from rookworld.outcomes import OBJECTIVE_SE_METRIC
 from rookworld.tracking import absolute_path, one_line
 
 log = logging.getLogger(__name__)
