@@ -1,13 +1,5 @@
-"""`python -m rookworld.sft`: supervised (behavioural-cloning) training on RookWorld task documents (the loop:
-rookworld/supervised_training.py, which warm-start rounds run too).
-On several GPUs: `torchrun --standalone --nproc_per_node N -m rookworld.sft ...` (rookworld/distributed.py;
-sft.batch_size stays the documents per optimizer step, split over the processes).
-
-The documents (rookworld/data/documents.py): A: documents from python-chess alone, without limit,
-with a move drawn by case so rare transitions are common enough to learn; P: documents from the
-annotated training positions. Held-out positions never appear in training documents. Held-out loss is measured on documents of the
-held-out sets; the task evaluation is the GRPO loop's (rookworld.evaluate).
-"""
+"""`python -m rookworld.sft`: supervised (behavioural-cloning) training on RookWorld task documents; the loop,
+its documents and its data-parallel run (torchrun) are rookworld/supervised_training.py's."""
 from __future__ import annotations
 
 import hydra

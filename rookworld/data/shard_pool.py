@@ -78,7 +78,3 @@ class ShardPool(Sequence):
             print(f"positions: +{added:,} from {len(self._read) - files_before} new file(s), "
                   f"{len(self._lines):,} in all", flush=True)
         return added
-
-    @property
-    def files_read(self) -> int:
-        return len(self._read)

@@ -15,7 +15,6 @@ import copy
 import math
 import time
 from dataclasses import asdict, dataclass
-from itertools import islice
 
 import torch
 
@@ -80,9 +79,6 @@ def split_cores(cores: int, worker_rate: float, step_rate: float, min_engines: i
     workers = min(max(needed, 1 if most_workers else 0), most_workers)
     return workers, available - workers
 
-
-def take(iterator, n: int) -> list:
-    return list(islice(iterator, n))
 
 
 def _synchronize(device: torch.device) -> None:

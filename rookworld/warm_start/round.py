@@ -82,7 +82,7 @@ def run(cfg: DictConfig) -> dict:
     train_dir = Path(r.selfplay_dir) / "train"
     train_dir.mkdir(parents=True, exist_ok=True)
     pool = ShardPool([*r.carry, train_dir])
-    carried = count_positions(position_files(r.carry))
+    carried_at_start = count_positions(position_files(r.carry))
     sft_cfg = supervised_config(cfg)
     device = resolve_device(spec.sft.device)
     if device.type == "cpu":
@@ -98,7 +98,8 @@ def run(cfg: DictConfig) -> dict:
         require(training_min > 0, "round.reserve_min", r.reserve_min,
                 f"leaves no training time: {clock.left() / 60:.1f} min of the budget are left after start-up")
         OmegaConf.update(sft_cfg, "sft.time_limit_min", training_min)
-        print(f"round: training {training_min:.1f} min on {carried:,} carried positions and the new shards", flush=True)
+        print(f"round: training {training_min:.1f} min on {carried_at_start:,} carried positions and the new shards",
+              flush=True)
         utilization.start()
         trained = supervised_training.run(sft_cfg, policy_train=pool)
         utilization.stop()
@@ -242,9 +243,8 @@ def write_model(candidate_dir: Path, model_dir: Path, max_shard_mib: float) -> N
     if model_dir.exists():
         shutil.rmtree(model_dir)
     save_pretrained(model, tokenizer, model_dir, max_shard_bytes=int(max_shard_mib * MIB))
-    for extra in ("sft_metrics.json",):
-        if (candidate_dir / extra).is_file():
-            shutil.copy(candidate_dir / extra, model_dir / extra)
+    if (candidate_dir / "sft_metrics.json").is_file():
+        shutil.copy(candidate_dir / "sft_metrics.json", model_dir / "sft_metrics.json")
     shutil.rmtree(candidate_dir)
 
 
