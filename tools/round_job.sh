@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A warm-start round in one time-limited GPU job of several calls (docs/warm-start.md), run on the GPU machine in
 # the repository root; what tools/round_carry.sh laid out arrives under .device/round/. Each stage is one call:
-#   bash tools/round_job.sh setup              install the wheels, keep the first half of Stockfish, time the SFT step
+#   bash tools/round_job.sh setup [BENCH_ARGS] install the wheels, keep the first half of Stockfish; with BENCH=1 also
+#                                              time the SFT step (rookworld.bench.sft_step BENCH_ARGS)
 #   bash tools/round_job.sh start OVERRIDES    join Stockfish, take positions, start the round detached, wait ~9 min
 #   bash tools/round_job.sh wait SECONDS       take newly carried positions (the running round reads them), wait
 #   bash tools/round_job.sh collect            wait for the round's end, put its model, round.json and logs in $OUT
@@ -34,7 +35,9 @@ setup)
     cp "$carry"/stockfish.xz.00 "$home/sf/"
     rm -rf "$home/code" && mkdir -p "$home/code" && cp -r rookworld conf "$home/code/"
     nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
-    (cd "$home/code" && timeout 300 python3 -m rookworld.bench.sft_step "$@") 2>&1 | tee "$OUT/sft_step_bench.log"
+    if [ "${BENCH:-0}" = 1 ]; then
+        (cd "$home/code" && timeout 300 python3 -m rookworld.bench.sft_step "$@") 2>&1 | tee "$OUT/sft_step_bench.log"
+    fi
     ;;
 start)
     cp "$carry"/stockfish.xz.01 "$home/sf/"
