@@ -1,4 +1,5 @@
 """Supervised warm-start (rookworld.sft) and the shipped rookworld_tiny checkpoint, on the CPU."""
+import os
 import random
 
 import torch
@@ -99,16 +100,13 @@ def test_the_sft_optimizer_is_a_group_choice_sgd_included():
 def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp_path):
     """Data-parallel SFT on the CPU (gloo): rank 0 logs and saves; the run ends only if both processes'
     weights are identical after their steps (rookworld.distributed.check_in_sync)."""
-    import os
-    import subprocess
     import sys
 
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "rookworld.sft", "device=cpu", "tracking=none", "sft.steps=2", "sft.batch_size=4",
                "sft.seq_len=96", "sft.num_workers=0", "sft.eval_every=0", "sft.log_every=1", "sft.heldout_docs=4",
                "eval.num_policy=2", "eval.num_arbiter=2", f"hydra.run.dir={tmp_path}"]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = run_or_dump_stacks(command, timeout_s=150, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert "2 processes of 2 documents a step" in done.stdout
     assert done.stdout.count("step 2/2 |") == 1  # rank 0 alone logs
@@ -126,3 +124,26 @@ def test_the_step_benchmark_prints_the_stream_and_each_layout_per_batch_size(cap
                                                          ["4", "packed"]]
     assert all("documents/s" in line and "real tokens/s" in line and "workers to feed it" in line for line in lines[1:])
     assert "x200]" in lines[2]  # packed rows of sft.seq_len
+
+
+def run_or_dump_stacks(command: list[str], timeout_s: float, env: dict[str, str]):
+    """The finished command; one still running after timeout_s gets SIGABRT in every process below it,
+    so that Python's fault handler prints where each thread waits, and the test fails with those stacks."""
+    import signal
+    import subprocess
+
+    from sweep_helpers import descendants
+
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               env={**env, "PYTHONFAULTHANDLER": "1"})
+    try:
+        out, err = process.communicate(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        for pid in sorted(descendants(process.pid)) + [process.pid]:
+            try:
+                os.kill(pid, signal.SIGABRT)
+            except ProcessLookupError:
+                pass
+        out, err = process.communicate(timeout=30)
+        raise AssertionError(f"still running after {timeout_s} s; stacks:\n{err[-6000:]}\n{out[-2000:]}")
+    return subprocess.CompletedProcess(command, process.returncode, out, err)
