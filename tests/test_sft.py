@@ -1,8 +1,12 @@
 """Supervised warm-start (rookworld.sft) and the shipped rookworld_tiny checkpoint, on the CPU."""
 import os
 import random
+import signal
+import subprocess
+import sys
 
 import torch
+from sweep_helpers import descendants
 
 from rookworld.config import ASSETS_DIR
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
@@ -100,8 +104,6 @@ def test_the_sft_optimizer_is_a_group_choice_sgd_included():
 def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp_path):
     """Data-parallel SFT on the CPU (gloo): rank 0 logs and saves; the run ends only if both processes'
     weights are identical after their steps (rookworld.distributed.check_in_sync)."""
-    import sys
-
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "rookworld.sft", "device=cpu", "tracking=none", "sft.steps=2", "sft.batch_size=4",
                "sft.seq_len=96", "sft.num_workers=0", "sft.eval_every=0", "sft.log_every=1", "sft.heldout_docs=4",
@@ -129,11 +131,6 @@ def test_the_step_benchmark_prints_the_stream_and_each_layout_per_batch_size(cap
 def run_or_dump_stacks(command: list[str], timeout_s: float, env: dict[str, str]):
     """The finished command; one still running after timeout_s gets SIGABRT in every process below it,
     so that Python's fault handler prints where each thread waits, and the test fails with those stacks."""
-    import signal
-    import subprocess
-
-    from sweep_helpers import descendants
-
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={**env, "PYTHONFAULTHANDLER": "1"})
     try:
