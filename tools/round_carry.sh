@@ -4,6 +4,8 @@
 #   wheels/            the Python packages the GPU machine lacks for a round (hydra-core, omegaconf, antlr4, chess)
 #   stockfish.xz.00/01 the Stockfish binary (47 MB; 22 MB as xz) in two halves, joined on the machine
 #   positions-a/b/c/   carried annotated positions (shard files), in three groups of about 6 MB
+#   before/            with SELFPLAY_BEFORE=COMMIT: that commit's code and configs, the baseline of the self-play
+#                      bench the round's start can run (round_job.sh: SELFPLAY_BENCH=before)
 # docs/warm-start.md says which call carries what.
 #
 #   bash tools/round_carry.sh SHARDS_DIR [STOCKFISH_BINARY]
@@ -23,4 +25,9 @@ for i in "${!files[@]}"; do
     group=$(( 3 * i / n ))
     cp "${files[$i]}" "$out/positions-$(printf '%b' "\\$(printf '%03o' $((97 + group)))")/"
 done
+if [ -n "${SELFPLAY_BEFORE:-}" ]; then  # the code and configs, not the model or data files (< 256 KB each)
+    mkdir -p "$out/before"
+    git ls-tree -r -l "$SELFPLAY_BEFORE" rookworld conf | awk '$4 < 262144 {print $5}' \
+        | xargs git archive "$SELFPLAY_BEFORE" | tar -x -C "$out/before"
+fi
 du -sh "$out"/*

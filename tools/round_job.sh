@@ -3,13 +3,15 @@
 # the repository root; what tools/round_carry.sh laid out arrives under .device/round/. Each stage is one call:
 #   bash tools/round_job.sh setup [BENCH_ARGS] install the wheels, keep the first half of Stockfish; with BENCH=1 also
 #                                              time the SFT step (rookworld.bench.sft_step BENCH_ARGS)
-#   bash tools/round_job.sh start OVERRIDES    join Stockfish, take positions, start the round detached, wait ~9 min
+#   bash tools/round_job.sh start OVERRIDES    join Stockfish, take positions, start the round detached, wait ~9 min;
+#                                              with SELFPLAY_BENCH=DIR (under .device/round/) first time self-play on every core, the source
+#                                              tree in DIR (earlier code) against this one (rookworld.bench.selfplay_speed)
 #   bash tools/round_job.sh wait SECONDS       take newly carried positions (the running round reads them), wait
 #   bash tools/round_job.sh collect            wait for the round's end, put its model, round.json and logs in $OUT
 # The round, its copy of the code and its files live in /tmp/round on the machine between calls.
 set -euo pipefail
 stage=$1; shift
-home=/tmp/round carry=.device/round
+home=/tmp/round carry=$PWD/.device/round
 export PYTHONPATH=$home/code:/tmp/site PYTHONUNBUFFERED=1
 mkdir -p "$home/carry" "$home/sf"
 take_positions() {
@@ -44,6 +46,11 @@ start)
     cat "$home"/sf/stockfish.xz.* | xz -dc > "$home/sf/stockfish" && chmod +x "$home/sf/stockfish"
     echo quit | "$home/sf/stockfish" || true
     take_positions
+    if [ -n "${SELFPLAY_BENCH:-}" ]; then
+        (cd "$home/code" && timeout 240 python3 -m rookworld.bench.selfplay_speed --before "$carry/$SELFPLAY_BENCH" \
+            --engine-path "$home/sf/stockfish" --games 48 --repeats 3 --workers "$(nproc)") 2>&1 \
+            | tee "$OUT/selfplay_speed_bench.log" || true
+    fi
     (cd "$home/code" && setsid nohup python3 -m rookworld.warm_start.round round.engine_path="$home/sf/stockfish" \
         "round.carry=[$home/carry]" round.out="$home/out" hydra.run.dir="$home/hydra" "$@" \
         > "$home/round.log" 2>&1 < /dev/null &)

@@ -38,13 +38,18 @@ def children_cpu_seconds() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def tree_env(tree: Path) -> dict:
+    """The environment that imports rookworld from `tree`, keeping the rest of the path (packages installed aside)."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
+
+
 def run_once(tree: Path, engine_path: str, folder: Path, args: argparse.Namespace) -> dict:
     """One shard of the command from `tree`: its positions, positions per core-second, CPU ms a position."""
     command = [sys.executable, "-m", "rookworld.data.annotate", "--selfplay", "1", "--shards", str(folder),
                "--workers", str(args.workers), "--nodes", str(args.nodes), "--seed", str(args.seed),
                "--games-per-shard", str(args.games), "--engine-path", engine_path]
     cpu_before = children_cpu_seconds()
-    subprocess.run(command, cwd=tree, env={**os.environ, "PYTHONPATH": str(tree)}, check=True,
+    subprocess.run(command, cwd=tree, env=tree_env(tree), check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     cpu = children_cpu_seconds() - cpu_before
     done = json.loads((folder / "done.json").read_text())
@@ -77,7 +82,7 @@ def run_loop(tree: Path, engine_path: str, args: argparse.Namespace) -> dict:
     engine_kwargs = {"path": engine_path, "depth": None, "nodes": args.nodes, "time_limit": None, "threads": 1,
                      "hash_mb": 16, "multipv": 5, "cache_size": 100_000, "timeout": 30.0}
     out = subprocess.run([sys.executable, "-c", LOOP, json.dumps([engine_kwargs, args.seed, args.games])], cwd=tree,
-                         env={**os.environ, "PYTHONPATH": str(tree)}, check=True, capture_output=True, text=True)
+                         env=tree_env(tree), check=True, capture_output=True, text=True)
     return json.loads(out.stdout.splitlines()[-1])
 
 
