@@ -47,8 +47,8 @@ start)
     echo quit | "$home/sf/stockfish" || true
     take_positions
     if [ -n "${SELFPLAY_BENCH:-}" ]; then
-        (cd "$home/code" && timeout 240 python3 -m rookworld.bench.selfplay_speed --before "$carry/$SELFPLAY_BENCH" \
-            --engine-path "$home/sf/stockfish" --games 48 --repeats 3 --workers "$(nproc)") 2>&1 \
+        (cd "$home/code" && timeout 150 python3 -m rookworld.bench.selfplay_speed --before "$carry/$SELFPLAY_BENCH" \
+            --engine-path "$home/sf/stockfish" --games 32 --repeats 3 --workers "$(nproc)") 2>&1 \
             | tee "$OUT/selfplay_speed_bench.log" || true
     fi
     (cd "$home/code" && setsid nohup python3 -m rookworld.warm_start.round round.engine_path="$home/sf/stockfish" \
