@@ -47,8 +47,9 @@ def test_values_are_the_same_in_another_process_and_order(tmp_path: Path) -> Non
     inputs = read_jsonl(source)
     reversed_source = tmp_path / "reversed.jsonl"
     write_jsonl(reversed_source, inputs[::-1])
-    rows_reversed = run(reversed_source, tmp_path / "one", tmp_path / "one.jsonl", 1)
+    rows_reversed = run(reversed_source, tmp_path / "one", tmp_path / "one.jsonl.xz", 1)
     assert rows_reversed[::-1] == rows  # other order, other worker count
+    assert (tmp_path / "one.jsonl.xz").read_bytes()[:6] == b"\xfd7zXZ\x00"  # an .xz output is xz-compressed
     assert [{k: v for k, v in row.items() if not k.startswith("action_values")} for row in rows] == inputs  # unchanged
     with Engine(nodes=NODES, cache_size=0) as engine:  # this process, positions after one another
         assert [action_values(engine, row["fen"]) for row in reversed(rows)] == [r["action_values"] for r in rows_reversed]

@@ -5,7 +5,9 @@
 #                                              time the SFT step (rookworld.bench.sft_step BENCH_ARGS)
 #   bash tools/round_job.sh start OVERRIDES    join Stockfish, take positions, start the round detached, wait ~9 min;
 #                                              with SELFPLAY_BENCH=DIR (under .device/round/) first time self-play
-#                                              on every core, DIR's earlier code against this (bench.selfplay_speed)
+#                                              on every core, DIR's earlier code against this (bench.selfplay_speed);
+#                                              with FINAL_RAW=FILE (under .device/round/) first label that final pool
+#                                              on every core (tools/final_pool.sh label), so the round excludes it
 #   bash tools/round_job.sh wait SECONDS       take newly carried positions (the running round reads them), wait
 #   bash tools/round_job.sh collect            wait for the round's end, put its model, round.json and logs in $OUT
 # The round, its copy of the code and its files live in /tmp/round on the machine between calls.
@@ -50,6 +52,13 @@ start)
             --before "$carry/$SELFPLAY_BENCH" --engine-path "$home/sf/stockfish" --games 32 --repeats 3 \
             --workers "$(nproc)") 2>&1 | tee "$OUT/selfplay_speed_bench.log"; then
         echo "round_job: the self-play bench failed (its log above); the round starts without it" >&2
+    fi
+    if [ -n "${FINAL_RAW:-}" ]; then  # the round's exclusions name the final pool: it must exist first
+        mkdir -p "$home/final" && cp "$carry/$FINAL_RAW" "$home/final/final_raw.jsonl.gz"
+        (time STOCKFISH="$home/sf/stockfish" bash tools/final_pool.sh label "$home/final") > "$home/final/label.log" 2>&1 \
+            || { tail -n 30 "$home/final/label.log"; exit 1; }
+        tr '\r' '\n' < "$home/final/label.log" | grep -v "^annotated\|it/s\]" | tee "$OUT/final_pool_label.log" || true
+        cp rookworld/data/selfplay/final.jsonl.xz "$home/code/rookworld/data/selfplay/" && cp rookworld/data/selfplay/final.jsonl.xz "$OUT/"
     fi
     (cd "$home/code" && setsid nohup python3 -m rookworld.warm_start.round round.engine_path="$home/sf/stockfish" \
         "round.carry=[$home/carry]" round.out="$home/out" hydra.run.dir="$home/hydra" "$@" \

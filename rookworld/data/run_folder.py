@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import lzma
 import multiprocessing
 import os
 import signal
@@ -68,10 +69,10 @@ def write_part(path: Path, rows: list[dict]) -> None:
 
 def join_parts(parts: Iterable[Path], target: Path) -> None:
     """Concatenate gzipped parts into `target`, atomically: their bytes for a .gz target (gzip members
-    joined byte for byte are one gzip stream), their text for a plain one."""
+    joined byte for byte are one gzip stream), their text for a plain one, xz-compressed for .xz."""
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_name(target.name + ".tmp")
-    with open(tmp, "wb") as out:
+    with (lzma.open(tmp, "wb", preset=6) if target.suffix == ".xz" else open(tmp, "wb")) as out:
         for part in parts:
             data = part.read_bytes()
             out.write(data if target.suffix == ".gz" else gzip.decompress(data))
