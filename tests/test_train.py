@@ -14,7 +14,8 @@ import torch
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import ConfigError, load_run, resumed_config, validate, validate_bench, validate_sft
+from rookworld.config import load_run, resumed_config, validate, validate_bench, validate_sft
+from rookworld.specs.rules import ConfigError
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
