@@ -20,7 +20,7 @@ from rookworld.resume_check import CONFIG_FILE, resume_base
 from rookworld.specs.bench import Bench, BenchSpec
 from rookworld.specs.play import PlaySpec
 from rookworld.specs.round import Round, RoundSpec
-from rookworld.specs.rules import ConfigError, require  # noqa: F401  (re-exported: the one-line error of every command)
+from rookworld.specs.rules import ConfigError, require
 from rookworld.specs.run import RunSpec
 from rookworld.specs.sft import SftSpec
 

@@ -14,9 +14,9 @@ from contextlib import contextmanager
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 
-from rookworld.config import ConfigError
 from rookworld.interrupts import Interrupted, raise_on_signals
 from rookworld.model.load_error import ModelLoadError
+from rookworld.specs.rules import ConfigError
 from rookworld.tracking import TrackingError
 
 USER_ERRORS = (ConfigError, ModelLoadError, TrackingError, FileNotFoundError)

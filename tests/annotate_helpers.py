@@ -14,7 +14,7 @@ from rookworld.data.run_folder import DONE_FILE
 
 
 def kill_after_first_part(args: list[str], folder: Path, timeout_s: float = 60) -> dict:
-    """Run `python -m rookworld.data.annotate ARGS` until `folder`'s done file appears, SIGKILL the run,
+    """Run `python -m rookworld.commands.annotate ARGS` until `folder`'s done file appears, SIGKILL the run,
     its workers and their engines, and return the done file as the kill left it."""
     process = _start_until_first_part(args, folder, subprocess.DEVNULL, timeout_s)
     os.killpg(process.pid, signal.SIGKILL)
@@ -52,7 +52,7 @@ def live_processes_in_group(group: int) -> list[str]:
 
 
 def _start_until_first_part(args: list[str], folder: Path, stderr, timeout_s: float) -> subprocess.Popen:
-    command = [sys.executable, "-m", "rookworld.data.annotate", *args]
+    command = [sys.executable, "-m", "rookworld.commands.annotate", *args]
     process = subprocess.Popen(command, start_new_session=True, stderr=stderr)
     deadline = time.monotonic() + timeout_s
     while not (folder / DONE_FILE).exists() and time.monotonic() < deadline and process.poll() is None:

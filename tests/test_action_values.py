@@ -9,9 +9,10 @@ from pathlib import Path
 import chess
 import pytest
 
-from rookworld.data import annotate
-from rookworld.data.action_value_agreement import Comparison, compare
+from rookworld.commands import annotate
+from rookworld.commands.action_value_agreement import Comparison, compare
 from rookworld.data.action_values import action_values, block_path
+from rookworld.data.positions import BUNDLED_DIR
 from rookworld.data.records import read_jsonl, write_jsonl
 from rookworld.data.run_folder import DONE_FILE
 from rookworld.engine import Engine
@@ -20,7 +21,7 @@ from annotate_helpers import interrupt_after_first_part, kill_after_first_part
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 
-VALIDATION = Path(annotate.__file__).parent / "bundled" / "validation.jsonl.gz"
+VALIDATION = BUNDLED_DIR / "validation.jsonl.gz"
 MATE_IN_ONE = "6k1/5ppp/8/8/8/8/8/R5K1 w - - 0 1"  # a1a8 mates
 CHECKMATED = "rnb1kbnr/pppp1ppp/8/4p3/6Pq/5P2/PPPPP2P/RNBQKBNR w KQkq - 1 3"  # fool's mate: no legal move
 NODES = 300

@@ -1,5 +1,5 @@
 """Every preset and sweep caps each task at or above the longest correct completion of its data
-(rookworld.data.caps: the stop token included), so no correct answer is cut."""
+(rookworld.commands.caps: the stop token included), so no correct answer is cut."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from rookworld.config import compose
-from rookworld.data.caps import arbiter_draws, completion_tokens, cuts, longest_completions
+from rookworld.commands.caps import arbiter_draws, completion_tokens, cuts, longest_completions
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import ModelLoadError
 from rookworld.model.tokenizer import ChessTokenizer

@@ -8,7 +8,9 @@ from pathlib import Path
 import chess
 import pytest
 
-from rookworld.data import annotate, check_positions
+from rookworld.commands import annotate
+from rookworld.commands.check_positions import main as check_positions_main
+from rookworld.data import check_positions
 from rookworld.data.records import excluded_positions, position_key, read_jsonl
 from rookworld.tasks.arbiter import MAX_HISTORY
 
@@ -51,7 +53,7 @@ def test_the_same_seed_makes_the_same_children_and_the_fraction_samples_parents(
 
 def test_a_bad_fraction_is_refused_in_one_line(capsys: pytest.CaptureFixture) -> None:
     with pytest.raises(SystemExit):
-        check_positions.main([str(PARENTS), "--output", "x.jsonl", "--fraction", "1.5"])
+        check_positions_main([str(PARENTS), "--output", "x.jsonl", "--fraction", "1.5"])
     assert "--fraction 1.5: must be in (0, 1]" in capsys.readouterr().err
 
 
@@ -63,7 +65,7 @@ def test_a_missing_file_or_bad_record_is_refused_in_one_line(tmp_path: Path, cap
     if text is not None:
         parents.write_text(text)
     with pytest.raises(SystemExit) as exit_info:
-        check_positions.main([str(parents), "--output", str(tmp_path / "out.jsonl")])
+        check_positions_main([str(parents), "--output", str(tmp_path / "out.jsonl")])
     err = capsys.readouterr().err
     last = err.strip().splitlines()[-1]  # after the progress bar, if it started
     assert exit_info.value.code == 2 and last.startswith("check_positions: error:") and named in last
@@ -73,7 +75,7 @@ def test_a_missing_file_or_bad_record_is_refused_in_one_line(tmp_path: Path, cap
 @pytest.mark.skipif(not os.access("/usr/games/stockfish", os.X_OK), reason="needs Stockfish")
 def test_the_command_then_relabel_gives_training_rows_whose_best_move_is_legal(tmp_path: Path) -> None:
     children = tmp_path / "check.jsonl.gz"
-    check_positions.main([str(PARENTS), "--output", str(children), "--exclude", str(HELD_OUT), "--fraction", "0.05"])
+    check_positions_main([str(PARENTS), "--output", str(children), "--exclude", str(HELD_OUT), "--fraction", "0.05"])
     labelled = tmp_path / "labelled.jsonl"
     annotate.main(["--relabel", str(children), "--output", str(labelled), "--nodes", "300", "--workers", "2"])
     rows = read_jsonl(labelled)

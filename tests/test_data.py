@@ -14,13 +14,15 @@ import chess
 import pytest
 from omegaconf import OmegaConf
 
-from rookworld.data import annotate, rookworld7m
-from rookworld.data.load_time import load_files_uncached, start_arbiter_stream_uncached
+from rookworld.commands import annotate
+from rookworld.commands.load_time import load_files_uncached, start_arbiter_stream_uncached
 from rookworld.data.records import HELD_OUT_SPLITS, SPLITS, position_key, read_jsonl
 from rookworld.components import eval_problems
 from rookworld.config import spec_of
 from rookworld.data.arbiter_stream import case_counts
-from rookworld.data.move_cases import illegal_moves, move_case
+from rookworld.data import rookworld7m
+from rookworld.data.move_cases import illegal_moves, move_case, random_endgame_board
+from rookworld.data.phase import game_phase
 from rookworld.data.positions import (
     BUNDLED,
     arbiter_training_stream,
@@ -43,7 +45,7 @@ CONF = Path(__file__).resolve().parents[1] / "conf"
 
 @pytest.mark.slow
 def test_every_bundled_split_loads() -> None:
-    """Load time is measured by `python -m rookworld.data.load_time` (a benchmark, not a timed test)."""
+    """Load time is measured by `python -m rookworld.commands.load_time` (a benchmark, not a timed test)."""
     _, counts = load_files_uncached()
     assert counts["P: train"] >= 5000
     assert counts["P: validation"] + counts["P: test"] >= 3000 and counts["A: validation"] + counts["A: test"] >= 3000
@@ -342,9 +344,9 @@ def test_random_endgame_boards_are_valid_few_piece_positions() -> None:
 
     rng = random.Random(0)
     for _ in range(50):
-        board = annotate.random_endgame_board(rng)
+        board = random_endgame_board(rng)
         assert board.is_valid() and not board.is_game_over() and len(board.piece_map()) <= 7
-        assert annotate.game_phase(board) == "endgame"
+        assert game_phase(board) == "endgame"
 
 
 # -- rookworld_7m ----------------------------------------------------------------------------------
@@ -527,7 +529,7 @@ def test_annotate_missing_engine_and_missing_input_are_one_line(tmp_path: Path, 
 
 
 def test_load_time_rejects_zero_repeats(capsys: pytest.CaptureFixture) -> None:
-    from rookworld.data import load_time
+    from rookworld.commands import load_time
 
     with pytest.raises(SystemExit) as info:
         load_time.main(["--repeats", "0"])

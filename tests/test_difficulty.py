@@ -1,6 +1,6 @@
 """Difficulty (rookworld/data/difficulty.py): the pass-rate filter and the easy-first curriculum of the
 training problems, each against a slow reference that rebuilds every epoch as a whole list; their state
-across a resume; the trainer refreshing the estimates; `python -m rookworld.data.pass_rates`."""
+across a resume; the trainer refreshing the estimates; `python -m rookworld.commands.pass_rates`."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 from rookworld.config import compose, load_run
 from rookworld.data.difficulty import Difficulty, pass_rates_of, read_pass_rates, write_pass_rates
-from rookworld.data.pass_rates import main as pass_rates_main
+from rookworld.commands.pass_rates import main as pass_rates_main
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.specs.rules import ConfigError
 from rookworld.tasks import perfect_completion, solves

@@ -6,7 +6,8 @@ import random
 import pytest
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import ConfigError, validate
+from rookworld.config import validate
+from rookworld.specs.rules import ConfigError
 from rookworld.divergence import Guards
 from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, KL_FAILURE,
                                 NAN_FAILURE)

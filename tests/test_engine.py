@@ -196,8 +196,8 @@ def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
 
 
 def test_label_stability_curve_and_choice(capsys: pytest.CaptureFixture) -> None:
-    from rookworld.data import label_stability
-    from rookworld.data.label_stability import Step, choose_nodes
+    from rookworld.commands import label_stability
+    from rookworld.commands.label_stability import Step, choose_nodes
 
     label_stability.main(["--sample", "4", "--ladder", "2000", "4000", "8000", "--engine-path", STOCKFISH])
     table = capsys.readouterr().out
@@ -233,8 +233,8 @@ def test_an_engine_needs_a_limit() -> None:
 
 
 def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    from rookworld.data import agreement
-    from rookworld.data.agreement import Step, choose_nodes
+    from rookworld.commands import agreement
+    from rookworld.commands.agreement import Step, choose_nodes
 
     cache = tmp_path / "cache.json"
     argv = ["--sample", "4", "--reference-nodes", "20000", "--ladder", "2000", "20000", "--engine-path", STOCKFISH,
@@ -256,7 +256,7 @@ def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pyte
 
 
 def test_a_label_move_outside_the_reference_lines_is_judged_by_its_own_deep_eval() -> None:
-    from rookworld.data.agreement import agrees
+    from rookworld.commands.agreement import agrees
     from rookworld.engine import Line
 
     reference = (Line("h7h4", 999.89, 32), Line("g3f3", 999.87, 32))

@@ -4,9 +4,11 @@ import math
 import pytest
 import torch
 
-from rookworld.grpo.advantages import EMARewardNormalizer, group_advantages
+from rookworld.grpo.advantages import EMARewardNormalizer, criterion_advantages, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
 from rookworld.grpo.loss import LossNormalizer, Objective, clip_stats, clipped_surrogate, grpo_loss
+from rookworld.grpo.sampler_correction import sampler_weights
+from rookworld.specs.options import ADVANTAGE_STDS, KL_ESTIMATORS, LOSS_TYPES, SAMPLER_CORRECTIONS, SCALE_REWARDS
 
 EPS_LOW, EPS_HIGH, L_MAX = 0.2, 0.28, 7
 
@@ -266,3 +268,21 @@ def test_ema_reward_normalizer():
     torch.testing.assert_close(out, torch.tensor([-1.0, 1.0]))
     norm(torch.tensor([2.0, 2.0]))
     assert norm.mean == pytest.approx(1.5) and norm.std == pytest.approx(0.5)
+
+
+def test_the_grpo_modules_take_every_option_the_specs_accept():
+    """The specs check a config against specs/options.py; the grpo modules dispatch on the same strings."""
+    rewards, mask = torch.tensor([0.0, 1.0, 0.5, 0.5]), torch.ones(4, 3)
+    logp, other = torch.full((4, 3), -1.0), torch.full((4, 3), -1.5)
+    for scale in SCALE_REWARDS:
+        for std in ADVANTAGE_STDS:
+            assert group_advantages(rewards, 2, scale, std).values.shape == (4,)
+            assert criterion_advantages(torch.rand(4, 2), torch.ones(2), 2, std).values.shape == (4,)
+    for loss_type in LOSS_TYPES:
+        assert LossNormalizer.for_batch(loss_type, mask, 3).aggregate(logp, mask).isfinite()
+    for estimator in KL_ESTIMATORS:
+        assert kl_per_token(logp, other, estimator).shape == (4, 3)
+    for mode in SAMPLER_CORRECTIONS[1:]:  # "none" applies no weights
+        assert sampler_weights(logp, other, mask, mode, cap=2.0).isfinite().all()
+    with pytest.raises(ValueError, match="mode='none'"):
+        sampler_weights(logp, other, mask, "none", cap=2.0)

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from rookworld.components import build_trainer
-from rookworld.config import ConfigError, load_run, validate
+from rookworld.config import load_run, validate
+from rookworld.specs.rules import ConfigError
 from rookworld.grpo.advantages import criterion_advantages, varying_groups, zero_std_share
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import kl_in_reward, kl_per_token

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rookworld.config import ConfigError, compose
+from rookworld.config import compose
+from rookworld.specs.rules import ConfigError
 from rookworld.grpo.kl import kl_per_token
 from rookworld.grpo.loss import clipped_surrogate
 from rookworld.specs.inert import check_swept_knobs_act, inert_override_warnings

@@ -2,9 +2,9 @@
 
 - No import cycle among rookworld modules. Every import counts, module-level or inside a function
   (a function-level import only hides a cycle); imports under `if TYPE_CHECKING:` do not run.
-- The library never imports an entry point (a module run with `python -m`) or a measurement tool
-  (rookworld.bench), and no entry point imports another entry point: entry points share setup
-  through library modules.
+- The library never imports an entry point (a module run with `python -m`), a command
+  (rookworld.commands) or a measurement tool (rookworld.bench), and no entry point imports another
+  entry point: entry points share setup through library modules.
 - Drivers sit above what they drive: no module outside rookworld/sweep/ imports rookworld.sweep. What
   a sweep adds to a run (its pruning hook, where the run is filed in MLflow) arrives through config
   `_target_`s (rookworld/hooks.py).
@@ -14,6 +14,7 @@
 - The library folders (data/, model/, tasks/, grpo/) sit below the run's assembly: they import no
   config, components, composition, errors or specs module, and take plain values or their own small
   types instead (imports under `if TYPE_CHECKING:`, for annotations, do not run and do not count).
+  Their `python -m` commands live apart, in rookworld/commands/.
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
 - A name with a leading underscore is used only in the module that defines it (library, tests and
@@ -32,11 +33,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 PACKAGE = REPO / "rookworld"
 TOOLS = "rookworld.bench"  # measurement tools: may import the library, never the other way round
+COMMANDS = "rookworld.commands"  # the python -m commands besides the runs: may import the library, never the other way round
 DRIVER = "rookworld.sweep"  # drives runs through Hydra: may import the library, never the other way round
-# Library modules that also run as a script for a narrow job; importing them is fine.
-RUNNABLE_LIBRARY = {
-    "rookworld.model.tokenizer": "rebuilds the bundled tiny tokenizer",
-}
 SCANNED = ("rookworld", "conf", "sweeps", "docs", "tests", "README.md")
 PYTHON_FOLDERS = ("rookworld", "tests", "tools")  # where the private-name rule looks
 ON_SYS_PATH = ("tests",)  # pytest puts tests/ on sys.path: its helpers are imported by file name
@@ -60,12 +58,6 @@ CONFIG_SIDE = {
 CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file runs and drive sweeps through Hydra
 LIBRARY_FOLDERS = ("rookworld.data", "rookworld.model", "rookworld.tasks", "rookworld.grpo")
 ASSEMBLY = ("rookworld.config", "rookworld.components", "rookworld.composition", "rookworld.errors", "rookworld.specs")
-# Library-folder modules that still import the assembly, and why; each entry is a move still to make.
-ASSEMBLY_PENDING = {
-    "rookworld.data.caps": "a python -m command inside data/: composes a config to print token caps",
-    "rookworld.data.pass_rates": "a python -m command inside data/: loads a run's policy to measure pass rates",
-    "rookworld.data.repeats": "a python -m command inside data/: composes a config to count repeated prompts",
-}
 
 
 # ---------------------------------------------------------------- the import graph
@@ -149,16 +141,14 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 
 def entry_points(modules: dict[str, Path]) -> set[str]:
-    """Modules run with `python -m` (a __main__ guard or a __main__.py), bar RUNNABLE_LIBRARY."""
-    found = set()
-    for name, path in modules.items():
-        if path.name == "__main__.py" or re.search(r"if __name__ == ['\"]__main__['\"]", path.read_text()):
-            found.add(name)
-    return found - RUNNABLE_LIBRARY.keys()
+    """Modules run with `python -m` (a __main__ guard or a __main__.py)."""
+    return {name for name, path in modules.items()
+            if path.name == "__main__.py" or re.search(r"if __name__ == ['\"]__main__['\"]", path.read_text())}
 
 
 def is_tool(name: str) -> bool:
-    return name == TOOLS or name.startswith(TOOLS + ".")
+    """A measurement tool (rookworld.bench) or a command (rookworld.commands): apart from the library."""
+    return any(name == apart or name.startswith(apart + ".") for apart in (TOOLS, COMMANDS))
 
 
 def layering_violations(graph: dict[str, set[str]], entries: set[str]) -> list[str]:
@@ -169,7 +159,7 @@ def layering_violations(graph: dict[str, set[str]], entries: set[str]) -> list[s
                 problems.append(f"entry point {name} imports entry point {target}: move the shared code "
                                 "into a library module")
             elif name not in entries and not is_tool(name) and (target in entries or is_tool(target)):
-                kind = "entry point" if target in entries else "tool"
+                kind = "entry point" if target in entries else "tool or command"
                 problems.append(f"library module {name} imports {kind} {target}")
     return problems
 
@@ -366,15 +356,8 @@ def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
 
 
 def test_the_library_folders_import_nothing_of_the_assembly():
-    graph = import_graph(package_modules())
-    problems = folder_violations({name: targets for name, targets in graph.items() if name not in ASSEMBLY_PENDING})
+    problems = folder_violations(import_graph(package_modules()))
     assert not problems, "\n".join(problems)
-
-
-@pytest.mark.xfail(strict=True, reason="python -m commands still inside data/: " + ", ".join(ASSEMBLY_PENDING))
-def test_no_library_folder_module_is_pending():
-    graph = import_graph(package_modules())
-    assert not folder_violations({name: graph[name] for name in ASSEMBLY_PENDING if name in graph})
 
 
 def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
@@ -382,7 +365,7 @@ def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
         "__init__.py": "", "config.py": "", "errors.py": "", "specs/__init__.py": "", "specs/run.py": "",
         "grpo/__init__.py": "", "tasks/__init__.py": "", "trainer.py": "from rookworld.specs.run import RunSpec\n",
         "grpo/learner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rookworld.specs.run import RunSpec\n",
-        "tasks/policy.py": "def score():\n    from rookworld.errors import ConfigError\n",  # the planted violation
+        "tasks/policy.py": "def score():\n    from rookworld.errors import as_command\n",  # the planted violation
     }
     root = tmp_path / "rookworld"
     for relative, text in sources.items():
@@ -410,7 +393,7 @@ def test_the_driver_check_sees_a_planted_import(tmp_path):
 
 def test_the_user_commands_are_entry_points():
     entries = entry_points(package_modules())
-    for command in ("rookworld.train", "rookworld.sft", "rookworld.bench.__main__", "rookworld.data.annotate",
+    for command in ("rookworld.train", "rookworld.sft", "rookworld.bench.__main__", "rookworld.commands.annotate",
                     "rookworld.sweep.summarise", "rookworld.play"):
         assert command in entries
 
@@ -438,6 +421,14 @@ def test_the_checks_see_a_cycle_and_a_layering_violation():
     problems = layering_violations(graph, {"rookworld.train", "rookworld.sft"})
     assert len(problems) == 2
 
+
+
+def test_the_layering_check_sees_a_library_module_importing_a_command():
+    graph = {"rookworld.trainer": {"rookworld.commands.derived"}, "rookworld.commands.derived": {"rookworld.data.records"},
+             "rookworld.commands.mirror": {"rookworld.commands.derived", "rookworld.data.mirror"},
+             "rookworld.data.mirror": {"rookworld.data.records"}, "rookworld.data.records": set()}
+    assert layering_violations(graph, {"rookworld.commands.mirror"}) == [
+        "library module rookworld.trainer imports tool or command rookworld.commands.derived"]
 
 def test_no_private_name_is_used_outside_its_module():
     problems = private_name_uses(REPO, PYTHON_FOLDERS, bare=ON_SYS_PATH)

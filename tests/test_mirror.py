@@ -6,6 +6,7 @@ from pathlib import Path
 import chess
 import pytest
 
+from rookworld.commands.mirror import main as mirror_main
 from rookworld.data import mirror
 from rookworld.data.records import excluded_positions, position_key, read_jsonl
 
@@ -66,13 +67,13 @@ def test_only_new_positions_are_kept_and_held_out_ones_never(tmp_path: Path) -> 
 def test_the_command_writes_the_new_copies_and_refuses_a_bad_row_in_one_line(
         tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     out = tmp_path / "flipped.jsonl.gz"
-    mirror.main([str(ROWS), "--output", str(out), "--exclude", str(HELD_OUT)])
+    mirror_main([str(ROWS), "--output", str(out), "--exclude", str(HELD_OUT)])
     assert len(read_jsonl(out)) == len(read_jsonl(ROWS))
     assert "wrote 1542 flipped positions" in capsys.readouterr().err
 
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"fen": "8/8/8/8/8/8/8/K6k w - - 0 1", "candidates": [{"move": "zz", "eval": 0}]}\n')
     with pytest.raises(SystemExit) as exit_info:
-        mirror.main([str(bad), "--output", str(tmp_path / "x.jsonl")])
+        mirror_main([str(bad), "--output", str(tmp_path / "x.jsonl")])
     last = capsys.readouterr().err.strip().splitlines()[-1]
     assert exit_info.value.code == 2 and last.startswith("mirror: error:") and "zz" in last

@@ -9,7 +9,8 @@ import chess
 import pytest
 
 from rookworld.components import build_trainer, eval_problems, heldout_problems, positions_of, require_move_values
-from rookworld.config import ConfigError, compose, load_run
+from rookworld.config import compose, load_run
+from rookworld.specs.rules import ConfigError
 from rookworld.evaluate import evaluate, problem_score, skill_metrics, task_scores
 from rookworld.model.sampling import PlainDecoder
 from rookworld.data.move_cases import random_game_positions

@@ -81,7 +81,8 @@ def test_flex_attention_and_compile_are_refused_on_the_cpu_in_one_line():
     from hydra import compose, initialize_config_dir
     from train_helpers import CONF_DIR
 
-    from rookworld.config import ConfigError, load_sft
+    from rookworld.config import load_sft
+    from rookworld.specs.rules import ConfigError
     from rookworld.supervised import check_cuda_knobs
 
     for override, message in (("sft.pack_attention=flex", "flex trains on a CUDA device only"),

@@ -5,7 +5,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 
-from rookworld.config import ConfigError, load_play
+from rookworld.config import load_play
+from rookworld.specs.rules import ConfigError
 from rookworld.play import (EnginePlayer, Game, fit_elo, level_games, model_metrics, openings, play_games, run, summary,
                             wilson_interval)
 from train_helpers import CONF_DIR

@@ -12,7 +12,8 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError, compose
+from rookworld.config import compose
+from rookworld.specs.rules import ConfigError
 from rookworld.hooks import build_step_hooks, run_link
 from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
 from rookworld.evaluate import EvalResult

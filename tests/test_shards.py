@@ -9,7 +9,7 @@ from pathlib import Path
 import chess
 import pytest
 
-from rookworld.data import annotate
+from rookworld.commands import annotate
 from rookworld.data.records import position_key, read_jsonl
 from rookworld.data.selfplay import SPLITS_BY_GAME, GameSettings, split_of_game
 from rookworld.data.run_folder import DONE_FILE

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rookworld.config import ConfigError, compose, load_run
+from rookworld.config import compose, load_run
+from rookworld.specs.rules import ConfigError
 from rookworld.specs.kl import KLAdaptive, KLFixed, KLNone
 from rookworld.specs.optimizer import AdamW
 

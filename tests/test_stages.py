@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from rookworld.components import build_trainer
-from rookworld.config import ConfigError, load_run
+from rookworld.config import load_run
+from rookworld.specs.rules import ConfigError
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
 

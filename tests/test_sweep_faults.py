@@ -465,7 +465,7 @@ def test_mps_starts_only_for_a_shared_gpu_and_stops_at_the_end(tmp_path: Path, m
 
 
 def test_trial_mps_must_be_auto_on_or_off() -> None:
-    from rookworld.config import ConfigError
+    from rookworld.specs.rules import ConfigError
     from rookworld.sweep.running.mps import mps_mode
 
     assert [mps_mode(m) for m in ("auto", "on", "off")] == ["auto", "on", "off"]

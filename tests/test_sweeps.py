@@ -19,7 +19,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
-from rookworld.config import ConfigError
+from rookworld.specs.rules import ConfigError
 from rookworld.sweep.running.gpus import worker_gpus
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.running.host import host_id

@@ -14,7 +14,8 @@ import torch
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import ConfigError, load_run, resumed_config, validate, validate_bench, validate_sft
+from rookworld.config import load_run, resumed_config, validate, validate_bench, validate_sft
+from rookworld.specs.rules import ConfigError
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
@@ -269,7 +270,7 @@ def test_a_typo_gets_one_line_with_the_close_matches_and_the_options(tmp_path, o
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder, no MLflow store
 
 
-@pytest.mark.parametrize("command", ["rookworld.data.caps", "rookworld.bench.eval_time", "rookworld.data.pass_rates"])
+@pytest.mark.parametrize("command", ["rookworld.commands.caps", "rookworld.bench.eval_time", "rookworld.commands.pass_rates"])
 def test_a_tool_command_names_a_typo_in_one_line(tmp_path, capsys, command):
     """The tools that compose the config themselves say what `python -m rookworld.train` says."""
     main = importlib.import_module(command).main

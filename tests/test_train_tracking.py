@@ -5,7 +5,7 @@ import pytest
 import torch
 from mlflow import MlflowClient
 
-from rookworld.config import ConfigError
+from rookworld.specs.rules import ConfigError
 from rookworld.evaluate import classify_change
 from rookworld.tracking import CHANGE_TAG
 from rookworld.train import run

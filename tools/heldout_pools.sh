@@ -18,7 +18,7 @@ WORKERS=${WORKERS:-$(nproc)}
 STOCKFISH=$(realpath "${STOCKFISH:-/usr/games/stockfish}")
 OUT=$DATA/heldout
 mkdir -p "$OUT"
-annotate() { python3 -m rookworld.data.annotate "$@"; }
+annotate() { python3 -m rookworld.commands.annotate "$@"; }
 
 if [ -z "${ARBITER_ONLY:-}" ]; then
     for split in validation test; do

@@ -37,7 +37,7 @@ if [ ! -s "$REPORT/bench.txt" ]; then  # Stockfish's nodes/s here: one process, 
         | tee "$REPORT/bench.txt"
 fi
 
-python3 -m rookworld.data.annotate --selfplay "$TARGET" --shards "$DATA" --time-limit-s "$LIMIT_S" \
+python3 -m rookworld.commands.annotate --selfplay "$TARGET" --shards "$DATA" --time-limit-s "$LIMIT_S" \
     --workers "$WORKERS" --nodes "$NODES" --seed "$SEED" --engine-path "$STOCKFISH" \
     --exclude "$B/validation.jsonl" "$B/test.jsonl" $EXCLUDE 2>>"$REPORT/annotate.log"
 tail -c 3000 "$REPORT/annotate.log" | tr '\r' '\n' | tail -4

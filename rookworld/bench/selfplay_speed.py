@@ -3,7 +3,7 @@
 Each repeat measures the tree in DIR (a checkout of earlier code, e.g. `git worktree add DIR COMMIT`)
 and this one in turn, so both see the same machine load; medians are printed. Two measures:
 
-- `--measure command` (default): the sharded self-play command (`python -m rookworld.data.annotate
+- `--measure command` (default): the sharded self-play command (`python -m rookworld.commands.annotate
   --selfplay 1 --shards ...`, one shard of --games games): positions per core-second (positions /
   (wall seconds x workers), the figure of the command's own closing line, start-up included) and the
   CPU milliseconds per position of the command with its workers and engines. Every run's shards must
@@ -43,9 +43,16 @@ def tree_env(tree: Path) -> dict:
     return {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(tree), os.environ.get("PYTHONPATH")]))}
 
 
+def annotate_command(tree: Path) -> str:
+    """The annotate module of `tree`: rookworld.commands.annotate, or rookworld.data.annotate in a tree from
+    before the commands left data/."""
+    moved = (tree / "rookworld" / "commands" / "annotate.py").is_file()
+    return "rookworld.commands.annotate" if moved else "rookworld.data.annotate"
+
+
 def run_once(tree: Path, engine_path: str, folder: Path, args: argparse.Namespace) -> dict:
     """One shard of the command from `tree`: its positions, positions per core-second, CPU ms a position."""
-    command = [sys.executable, "-m", "rookworld.data.annotate", "--selfplay", "1", "--shards", str(folder),
+    command = [sys.executable, "-m", annotate_command(tree), "--selfplay", "1", "--shards", str(folder),
                "--workers", str(args.workers), "--nodes", str(args.nodes), "--seed", str(args.seed),
                "--games-per-shard", str(args.games), "--engine-path", engine_path]
     cpu_before = children_cpu_seconds()

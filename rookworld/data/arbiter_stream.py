@@ -17,7 +17,7 @@ temporary file, then renamed: readers never see half a file).
 Pools are dealt without replacement: the k-th draw of a pooled case takes item k of a seeded
 shuffle of its pool, and only a pool dealt out in full starts a new shuffle. A pooled transition
 therefore repeats at most ceil(draws of its case / pool size) times; `python -m
-rookworld.data.repeats` counts the repeats of a run's draws.
+rookworld.commands.repeats` counts the repeats of a run's draws.
 """
 from __future__ import annotations
 

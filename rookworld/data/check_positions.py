@@ -1,30 +1,24 @@
-"""`python -m rookworld.data.check_positions`: new positions in check, one checking move away from
-annotated positions, for the supervised warm start.
+"""New positions in check, one checking move away from annotated positions, for the supervised warm
+start (`python -m rookworld.commands.check_positions` writes them).
 
 A position in check is where a warm start most often proposes an illegal best move: only king
 moves, captures of the checker and interpositions are legal, and the model has to see that. The
-self-play train split has 7.2% of them. This command plays one checking move (chosen
-with a seeded coin among all of them) from each sampled parent position and keeps the child when it is
+self-play train split has 7.2% of them. One checking move is played (chosen
+with a seeded coin among all of them) from each sampled parent position and the child is kept when it is
 new: not mate or stalemate, not in the input, not in an --exclude file, not made twice. Each row keeps
 its parent's game and split (a derived position stays on its parent's side of every split), and has
-no candidates yet: label it with the annotator's --relabel, which keeps every other field:
-
-    python -m rookworld.data.check_positions data/selfplay/train.jsonl.gz --output check.jsonl.gz \
-        --exclude rookworld/data/selfplay/{rl,validation,test}.jsonl.gz --fraction 0.3
-    python -m rookworld.data.annotate --relabel check.jsonl.gz --output check_labelled.jsonl.gz \
-        --nodes 10000 --workers 16
+no candidates yet: label it with the annotator's --relabel, which keeps every other field.
 """
 
 from __future__ import annotations
 
 import random
-import sys
 from typing import Iterable, Iterator
 
 import chess
 
-from rookworld.data.derived import derived_parser, new_only, write_derived
 from rookworld.data.phase import game_phase
+from rookworld.data.records import new_only
 from rookworld.tasks.arbiter import MAX_HISTORY
 
 
@@ -60,22 +54,3 @@ def derive(records: Iterable[dict], rng: random.Random, fraction: float, exclude
     sampled = (record for record in records if rng.random() < fraction)
     children = (child_in_check(record, rng) for record in sampled)
     return new_only((child for child in children if child is not None), exclude)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = derived_parser("python -m rookworld.data.check_positions", __doc__.split("\n\n")[0],
-                            "JSONL(.gz) of the children, without candidates")
-    parser.add_argument("--fraction", type=float, default=1.0, help="share of parents sampled (seeded)")
-    parser.add_argument("--seed", type=int, default=0, help="seeds the parent sample and the checking move")
-    args = parser.parse_args(argv)
-    if not 0 < args.fraction <= 1:
-        parser.error(f"--fraction {args.fraction}: must be in (0, 1]")
-    rng = random.Random(args.seed)
-    n, total = write_derived(parser, args, lambda rows, exclude: derive(rows, rng, args.fraction, exclude),
-                             "parent positions")
-    print(f"wrote {n} positions in check to {args.output} (from {total} parents, "
-          f"fraction {args.fraction:g}, seed {args.seed})", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

@@ -10,7 +10,7 @@ reward and flags). Two uses of a list of training problems, both off by default 
               (ties, and the problems without one at the end, in the epoch's seeded shuffle).
 
 The starting estimates come from difficulty.pass_rates, a JSONL file of {"prompt", "pass_rate"} rows
-(`python -m rookworld.data.pass_rates` measures them with the starting policy); every group GRPO samples
+(`python -m rookworld.commands.pass_rates` measures them with the starting policy); every group GRPO samples
 replaces its problem's estimate with that group's pass rate (the current policy's), so the filter follows
 training. DAPO's dynamic sampling (grpo.dynamic_sampling) is the per-batch version of the filter.
 """

@@ -1,4 +1,5 @@
-"""`python -m rookworld.data.mirror`: colour-flipped copies of annotated positions, labels included.
+"""Colour-flipped copies of annotated positions, labels included (`python -m rookworld.commands.mirror`
+writes them).
 
 Chess is symmetric under a colour flip: mirror the board top to bottom and swap the colours of the
 pieces, the side to move, the castling rights and the en-passant square (python-chess's
@@ -9,20 +10,16 @@ the cost of no engine time.
 
 A copy is kept only when it is new: not in the input, not in an --exclude file (the held-out and RL
 parts), not made twice. It keeps its parent's game and split, so a derived position stays on its
-parent's side of every split:
-
-    python -m rookworld.data.mirror data/selfplay/train.jsonl.gz --output mirrored.jsonl.gz \
-        --exclude rookworld/data/selfplay/{rl,validation,test}.jsonl.gz
+parent's side of every split.
 """
 
 from __future__ import annotations
 
-import sys
 from typing import Iterable, Iterator
 
 import chess
 
-from rookworld.data.derived import derived_parser, new_only, write_derived
+from rookworld.data.records import new_only
 
 
 def mirror_move(uci: str) -> str:
@@ -54,15 +51,3 @@ def mirror_record(record: dict) -> dict:
 def mirrored(records: Iterable[dict], exclude: frozenset[str]) -> Iterator[dict]:
     """The flipped copy of each record whose position is new, in input order."""
     return new_only(map(mirror_record, records), exclude)
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = derived_parser("python -m rookworld.data.mirror", __doc__.split("\n\n")[0],
-                            "JSONL(.gz) of the flipped copies")
-    args = parser.parse_args(argv)
-    n, total = write_derived(parser, args, mirrored, "flipped positions")
-    print(f"wrote {n} flipped positions to {args.output} (from {total}; {total - n} were not new)", file=sys.stderr)
-
-
-if __name__ == "__main__":
-    main()

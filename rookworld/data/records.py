@@ -89,6 +89,16 @@ def excluded_positions(paths: list[str]) -> frozenset[str]:
     return frozenset(keys)
 
 
+def new_only(rows: Iterable[dict], exclude: frozenset[str]) -> Iterator[dict]:
+    """The rows whose position is new: not in `exclude`, not seen earlier in `rows`; in order."""
+    seen = set(exclude)
+    for row in rows:
+        key = position_key(row["fen"])
+        if key not in seen:
+            seen.add(key)
+            yield row
+
+
 def check_split(split: str) -> None:
     if split not in SPLITS:
         raise ValueError(f"split must be one of {' | '.join(SPLITS)}, got {split!r}")

@@ -27,8 +27,6 @@ from dataclasses import dataclass
 
 import torch
 
-from rookworld.grpo.options import ADVANTAGE_STDS, SCALE_REWARDS
-
 ZERO_STD = 1e-6  # a group whose reward std is below this does not vary
 
 
@@ -42,14 +40,19 @@ class Advantages:
         return self.zero_std_groups.float().mean().item()
 
 
+def is_sample_std(advantage_std: str) -> bool:
+    """Whether advantage_std takes the sample std (n - 1, unbiased) rather than the population one (n)."""
+    if advantage_std not in ("sample", "population"):
+        raise ValueError(f"advantage_std={advantage_std!r}: expected sample or population")
+    return advantage_std == "sample"
+
+
 def group_advantages(rewards: torch.Tensor, group_size: int, scale_rewards: str,
                      advantage_std: str = "sample", eps: float = 1e-4) -> Advantages:
     """rewards: [P*G], the G completions of each prompt contiguous."""
-    if scale_rewards not in SCALE_REWARDS:
-        raise ValueError(f"scale_rewards={scale_rewards!r}: expected one of {SCALE_REWARDS}")
-    if advantage_std not in ADVANTAGE_STDS:
-        raise ValueError(f"advantage_std={advantage_std!r}: expected one of {ADVANTAGE_STDS}")
-    unbiased = advantage_std == "sample"
+    if scale_rewards not in ("group", "batch", "none"):
+        raise ValueError(f"scale_rewards={scale_rewards!r}: expected group, batch or none")
+    unbiased = is_sample_std(advantage_std)
     grouped = rewards.view(-1, group_size)
     centred = grouped - grouped.mean(dim=1, keepdim=True)
     group_std = grouped.std(dim=1, unbiased=unbiased, keepdim=True)
@@ -79,9 +82,7 @@ def criterion_advantages(criteria: torch.Tensor, weights: torch.Tensor, group_si
                          advantage_std: str = "sample", eps: float = 1e-4) -> Advantages:
     """criteria: [P*G, K] each completion's criteria (the G completions of a prompt contiguous);
     weights: [K]. The normalize_then_sum advantages of the module docstring."""
-    if advantage_std not in ADVANTAGE_STDS:
-        raise ValueError(f"advantage_std={advantage_std!r}: expected one of {ADVANTAGE_STDS}")
-    unbiased = advantage_std == "sample"
+    unbiased = is_sample_std(advantage_std)
     grouped = criteria.view(-1, group_size, criteria.shape[1])
     std = grouped.std(dim=1, unbiased=unbiased, keepdim=True)
     normalized = (grouped - grouped.mean(dim=1, keepdim=True)) / (std + eps)

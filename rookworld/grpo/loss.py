@@ -28,7 +28,6 @@ import torch
 
 from rookworld.grpo.entropy import high_entropy_mask
 from rookworld.grpo.kl import kl_per_token
-from rookworld.grpo.options import LOSS_TYPES
 from rookworld.grpo.sampler_correction import sampler_weights
 
 
@@ -41,8 +40,8 @@ class LossNormalizer:
 
     @classmethod
     def for_batch(cls, loss_type: str, mask: torch.Tensor, max_completion_length: int):
-        if loss_type not in LOSS_TYPES:
-            raise ValueError(f"grpo.loss_type={loss_type!r}: expected one of {LOSS_TYPES}")
+        if loss_type not in ("grpo", "dr_grpo", "token_mean"):
+            raise ValueError(f"grpo.loss_type={loss_type!r}: expected grpo, dr_grpo or token_mean")
         return cls(loss_type, mask.shape[0], mask.sum().clamp(min=1), max_completion_length)
 
     def aggregate(self, per_token: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -52,7 +51,7 @@ class LossNormalizer:
             return per_sequence.sum() / self.num_sequences
         if self.loss_type == "dr_grpo":
             return masked.sum() / (self.num_sequences * self.max_completion_length)
-        return masked.sum() / self.num_tokens
+        return masked.sum() / self.num_tokens  # token_mean
 
 
 @dataclass

@@ -17,19 +17,18 @@ from __future__ import annotations
 
 import torch
 
-from rookworld.grpo.options import SAMPLER_CORRECTIONS
-
 
 def sampler_weights(old_logp: torch.Tensor, sampler_logp: torch.Tensor, mask: torch.Tensor, mode: str,
                     cap: float) -> torch.Tensor:
     """[B, T] (token modes) or [B, 1] (sequence modes) weights of the policy loss."""
-    if mode not in SAMPLER_CORRECTIONS or mode == "none":
-        raise ValueError(f"grpo.sampler_correction.mode={mode!r}: expected one of {SAMPLER_CORRECTIONS[1:]}")
+    scope, _, action = mode.partition("_")
+    if scope not in ("token", "sequence") or action not in ("truncate", "mask"):
+        raise ValueError(f"grpo.sampler_correction.mode={mode!r}: expected token_ or sequence_ with truncate or mask")
     log_ratio = (old_logp.float() - sampler_logp.float()) * mask
-    if mode.startswith("sequence"):
+    if scope == "sequence":
         log_ratio = log_ratio.sum(-1, keepdim=True)
     weight = torch.exp(log_ratio)
-    if mode.endswith("truncate"):
+    if action == "truncate":
         return weight.clamp(max=cap)
     return weight.masked_fill(weight > cap, 0.0)
 

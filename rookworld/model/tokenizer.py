@@ -3,7 +3,7 @@
 The tiny tokenizer is a small byte-level BPE trained on synthetic chess documents in both task
 formats (P: and A:, see docs of rookworld.tasks). Rebuild it, seeded and deterministic, with
 
-    python -m rookworld.model.tokenizer --out rookworld/assets/tokenizer
+    python -m rookworld.commands.tokenizer --out rookworld/assets/tokenizer
 
 Like GPT-2's tokenizer it keeps every padding space its own token (only the last space of a run
 fuses with the next word, e.g. " M"), "\\n" is one token and `<|endoftext|>` is a special token.
@@ -11,7 +11,6 @@ fuses with the next word, e.g. " M"), "\\n" is one token and `<|endoftext|>` is 
 
 from __future__ import annotations
 
-import argparse
 import random
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -165,20 +164,3 @@ def train_tiny_tokenizer(vocab_size: int = 2048, games: int = 200, seed: int = 0
     )
     tokenizer.train_from_iterator(chess_documents(games, seed), trainer=trainer)
     return ChessTokenizer(tokenizer)
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description="Train the tiny chess BPE tokenizer.")
-    parser.add_argument("--out", type=Path, default=TINY_TOKENIZER_DIR)
-    parser.add_argument("--vocab-size", type=int, default=2048)
-    parser.add_argument("--games", type=int, default=200)
-    parser.add_argument("--seed", type=int, default=0)
-    args = parser.parse_args(argv)
-    tokenizer = train_tiny_tokenizer(args.vocab_size, args.games, args.seed)
-    args.out.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(args.out)
-    print(f"wrote {args.out / 'tokenizer.json'} (vocab {tokenizer.vocab_size})")
-
-
-if __name__ == "__main__":
-    main()

@@ -26,9 +26,9 @@ class Difficulty:
         require(self.low < self.high, "difficulty.low", self.low, f"must be below difficulty.high={self.high}")
         one_of("difficulty.curriculum", self.curriculum, CURRICULA)
         require(self.curriculum == "none" or self.pass_rates is not None, "difficulty.curriculum", self.curriculum,
-                "orders by the starting pass rates: set difficulty.pass_rates (python -m rookworld.data.pass_rates)")
+                "orders by the starting pass rates: set difficulty.pass_rates (python -m rookworld.commands.pass_rates)")
         require(self.pass_rates is None or Path(self.pass_rates).is_file(), "difficulty.pass_rates", self.pass_rates,
-                "no such file (python -m rookworld.data.pass_rates writes one)")
+                "no such file (python -m rookworld.commands.pass_rates writes one)")
 
     @property
     def enabled(self) -> bool:

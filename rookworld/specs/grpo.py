@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rookworld.grpo.options import (ADVANTAGE_STDS, LOSS_TYPES, REWARD_AGGREGATIONS, SAMPLER_CORRECTIONS,
-                                    SCALE_REWARDS)
+from rookworld.specs.options import (ADVANTAGE_STDS, LOSS_TYPES, REWARD_AGGREGATIONS, SAMPLER_CORRECTIONS,
+                                     SCALE_REWARDS)
 from rookworld.specs.rules import is_number, one_of, require, require_bool
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rookworld.grpo.options import KL_ESTIMATORS, KL_PLACEMENTS
+from rookworld.specs.options import KL_ESTIMATORS, KL_PLACEMENTS
 from rookworld.specs.rules import is_device, one_of, require, require_bool, require_option
 
 KINDS = ("none", "fixed", "adaptive")

@@ -5,7 +5,7 @@ machine's cores:
 
 1. measure how fast one document worker is and how fast the training step consumes documents, and split the
    cores between document workers and engine processes (rookworld/warm_start/balance.py);
-2. start self-play with the round's seed on the engine cores (`python -m rookworld.data.annotate --selfplay
+2. start self-play with the round's seed on the engine cores (`python -m rookworld.commands.annotate --selfplay
    --shards`), new games whose positions are in none of round.exclude (the RL split, the held-out parts) nor
    round.carry, every game in the train split;
 3. train the model (conf/sft.yaml's loop, `model` group: the shipped warm start by default) from the first
@@ -182,7 +182,7 @@ def start_selfplay(r, engines: int, clock: Clock) -> subprocess.Popen | None:
         print("round: no engine process: no new positions this round", flush=True)
         return None
     exclude = [str(p) for p in position_files([*r.exclude, *r.carry])]
-    command = [sys.executable, "-m", "rookworld.data.annotate", "--selfplay", str(SELFPLAY_TARGET),
+    command = [sys.executable, "-m", "rookworld.commands.annotate", "--selfplay", str(SELFPLAY_TARGET),
                "--shards", r.selfplay_dir, "--workers", str(engines), "--nodes", str(r.nodes),
                "--seed", str(r.seed), "--games-per-shard", str(r.games_per_shard), "--engine-path", r.engine_path,
                "--validation-fraction", "0", "--test-fraction", "0", "--rl-fraction", "0",

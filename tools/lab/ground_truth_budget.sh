@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Ground truth on a GPU machine (its CPU cores do the Stockfish work; 16 here), in one job:
-#   1. the agreement curve (rookworld.data.agreement): the 5M-node reference and the label ladder on the
+#   1. the agreement curve (rookworld.commands.agreement): the 5M-node reference and the label ladder on the
 #      200 positions of docs/runs/agreement_positions.jsonl, cached in docs/runs/agreement_cache.json (shipped as .xz);
 #      the budget it chooses for BUDGET_S seconds of re-annotation of all bundled P: positions
 #   2. the bundled P: files re-annotated at that budget (annotate --relabel)
@@ -24,7 +24,7 @@ rows=$(python3 -c "from rookworld.data.records import read_jsonl as r; print(sum
 
 [ -f docs/runs/agreement_cache.json ] || xz -dk docs/runs/agreement_cache.json.xz  # shipped compressed
 echo "== agreement curve ($WORKERS workers, $rows rows to re-annotate in $BUDGET_S s)"
-python3 -m rookworld.data.agreement --positions docs/runs/agreement_positions.jsonl --sample 200 --seed 0 \
+python3 -m rookworld.commands.agreement --positions docs/runs/agreement_positions.jsonl --sample 200 --seed 0 \
     --workers "$WORKERS" --engine-path "$STOCKFISH" --cache docs/runs/agreement_cache.json \
     --json docs/runs/agreement.json --budget-seconds "$BUDGET_S" --rows "$rows" --ladder $LADDER 2>"$OUT/agreement.log" | tee "$OUT/agreement.md"
 cp docs/runs/agreement_cache.json docs/runs/agreement.json "$OUT/"
@@ -32,7 +32,7 @@ nodes=$(python3 -c "import json; print(json.load(open('docs/runs/agreement.json'
 
 echo "== re-annotation at $nodes nodes"
 for file in validation.jsonl test.jsonl train.jsonl.gz; do
-    python3 -m rookworld.data.annotate --relabel "$B/$file" --output "$B/$file" --nodes "$nodes" \
+    python3 -m rookworld.commands.annotate --relabel "$B/$file" --output "$B/$file" --nodes "$nodes" \
         --workers "$WORKERS" --engine-path "$STOCKFISH" 2>&1 | tail -1 | tee -a "$OUT/relabel.log"
     cp "$B/$file" "$OUT/"
 done

@@ -15,7 +15,7 @@ SPLIT=${SPLIT:-4000}
 B=rookworld/data/bundled
 mkdir -p "$OUT"
 relabel() {  # input output
-    python3 -m rookworld.data.annotate --relabel "$1" --output "$2" --nodes "$NODES" --workers "$WORKERS" \
+    python3 -m rookworld.commands.annotate --relabel "$1" --output "$2" --nodes "$NODES" --workers "$WORKERS" \
         --engine-path "$STOCKFISH" 2>&1 | tail -1 | tee -a "$OUT/relabel.log"
 }
 training_rows() {  # first last output

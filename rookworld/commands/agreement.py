@@ -1,4 +1,4 @@
-"""`python -m rookworld.data.agreement`: how often a label's best move is one a deep search agrees with.
+"""`python -m rookworld.commands.agreement`: how often a label's best move is one a deep search agrees with.
 
 Over a seeded sample of annotated positions, each position is analysed by a deep reference
 (`--reference-nodes`, 5M by default) and at every node budget of a ladder, all with one thread, a
@@ -201,7 +201,7 @@ def sample_fens(paths: list[str], sample: int, seed: int) -> list[str]:
 
 def build_parser() -> argparse.ArgumentParser:
     engine = engine_config()
-    parser = argparse.ArgumentParser(prog="python -m rookworld.data.agreement", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m rookworld.commands.agreement", description=__doc__.split("\n\n")[0])
     parser.add_argument("--positions", nargs="+", default=[str(BUNDLED["policy_train"])],
                         help="annotated JSONL files to sample from")
     parser.add_argument("--sample", type=int, default=200, help="positions sampled (seeded)")

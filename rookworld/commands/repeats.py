@@ -1,4 +1,4 @@
-"""`python -m rookworld.data.repeats [overrides]`: how often a run's A: training transitions repeat.
+"""`python -m rookworld.commands.repeats [overrides]`: how often a run's A: training transitions repeat.
 
 Composes the config as `python -m rookworld.train` would, draws the run's training problems with its
 sampler (steps x prompts_per_step in the task mix) and counts the A: transitions (FEN, history, move)

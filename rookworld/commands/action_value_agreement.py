@@ -1,4 +1,4 @@
-"""`python -m rookworld.data.action_value_agreement`: how close action values at a node budget per move
+"""`python -m rookworld.commands.action_value_agreement`: how close action values at a node budget per move
 come to the positions' deep labels.
 
 Over a seeded sample of annotated positions, every legal move is valued at each budget of a ladder
@@ -6,7 +6,7 @@ Over a seeded sample of annotated positions, every legal move is valued at each 
 compared with the position's labels, a deep MultiPV 5 search (1,600,000 nodes for the bundled data):
 
 - best agrees: the best action-valued move is the label's line 1, or another label line within
-  `--tolerance` pawns of it (as in `python -m rookworld.data.agreement`);
+  `--tolerance` pawns of it (as in `python -m rookworld.commands.agreement`);
 - deep best's loss: the win-probability loss the action values give the label's line-1 move (0 when
   they rank it best): what a move-value reward would wrongly take from a model playing the deep best;
 - value error: the mean absolute difference in win probability between a label line's eval and its
@@ -65,7 +65,7 @@ HEADER = ("| nodes per move | best agrees | 95% interval | deep best's loss (win
 
 def build_parser() -> argparse.ArgumentParser:
     engine = engine_config()
-    parser = argparse.ArgumentParser(prog="python -m rookworld.data.action_value_agreement",
+    parser = argparse.ArgumentParser(prog="python -m rookworld.commands.action_value_agreement",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--positions", required=True, help="annotated JSONL (with deep labels) to sample from")
     parser.add_argument("--sample", type=int, default=30, help="positions sampled (seeded)")

@@ -1,4 +1,4 @@
-"""`python -m rookworld.data.pass_rates --out FILE [--problems N] [--batch B] [overrides]`: the starting
+"""`python -m rookworld.commands.pass_rates --out FILE [--problems N] [--batch B] [overrides]`: the starting
 policy's pass rate on each P: training problem, the starting estimates of difficulty.pass_rates.
 
 Composes the training config (as `python -m rookworld.train` would with the same overrides), loads its
@@ -8,7 +8,7 @@ of its completions that solve it exactly (rookworld.tasks.solves). Writes one JS
 {"prompt", "pass_rate"} (rookworld/data/difficulty.py reads it), and prints the distribution:
 the shares that no completion solves, that every one does, and the rest.
 
-    python -m rookworld.data.pass_rates --out outputs/pass_rates.jsonl experiment=grpo_move_value model.path=MODEL
+    python -m rookworld.commands.pass_rates --out outputs/pass_rates.jsonl experiment=grpo_move_value model.path=MODEL
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def distribution(rates: dict[str, float]) -> str:
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m rookworld.data.pass_rates", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m rookworld.commands.pass_rates", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="the pass-rate file to write (JSONL)")
     parser.add_argument("--problems", type=int, default=None, help="the first N P: training problems (default: all)")
     parser.add_argument("--batch", type=int, default=64, help="problems generated at once (x grpo.group_size rows)")

@@ -1,5 +1,5 @@
-"""Commands that derive new positions from annotated ones (rookworld.data.check_positions,
-rookworld.data.mirror): the same arguments (an input file, --output, --exclude) and the same run:
+"""Commands that derive new positions from annotated ones (rookworld.commands.check_positions,
+rookworld.commands.mirror): the same arguments (an input file, --output, --exclude) and the same run:
 read the input, exclude its positions and those of the --exclude files, write the derived rows under a
 progress bar, and refuse a missing file or a bad record, FEN or move in one line."""
 
@@ -11,19 +11,9 @@ from typing import Callable, Iterable, Iterator
 
 from tqdm import tqdm
 
-from rookworld.data.records import excluded_positions, position_key, read_jsonl, write_jsonl
+from rookworld.data.records import excluded_positions, read_jsonl, write_jsonl
 
 Derive = Callable[[Iterable[dict], frozenset[str]], Iterator[dict]]  # (input rows, keys to skip) -> new rows
-
-
-def new_only(rows: Iterable[dict], exclude: frozenset[str]) -> Iterator[dict]:
-    """The rows whose position is new: not in `exclude`, not seen earlier in `rows`; in order."""
-    seen = set(exclude)
-    for row in rows:
-        key = position_key(row["fen"])
-        if key not in seen:
-            seen.add(key)
-            yield row
 
 
 def derived_parser(prog: str, description: str, output_help: str) -> argparse.ArgumentParser:

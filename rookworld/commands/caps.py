@@ -1,8 +1,8 @@
 """Token caps derived from the data: the longest correct completion of each task, with its stop token.
 
-    python -m rookworld.data.caps experiment=grpo_rookworld_tiny      # any training overrides
-    python -m rookworld.data.caps sweeps=recipe_search
-    python -m rookworld.data.caps --config sft experiment=sft_rookworld_tiny
+    python -m rookworld.commands.caps experiment=grpo_rookworld_tiny      # any training overrides
+    python -m rookworld.commands.caps sweeps=recipe_search
+    python -m rookworld.commands.caps --config sft experiment=sft_rookworld_tiny
 
 composes the config as `python -m rookworld.train` would and prints, per task, the most tokens (in
 the config's model's tokenizer) that a correct completion needs, the stop token included, over every

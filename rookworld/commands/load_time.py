@@ -1,4 +1,4 @@
-"""`python -m rookworld.data.load_time`: how long the bundled data takes to load (target < 1 s).
+"""`python -m rookworld.commands.load_time`: how long the bundled data takes to load (target < 1 s).
 
 Loads the five bundled files (P: train; P: and A: validation and test) with the in-process caches
 cleared, several times, and prints each time and the best; then, separately, the start of the A:

@@ -1,4 +1,4 @@
-"""`python -m rookworld.data.label_stability`: how stable the engine's best move is as the search grows.
+"""`python -m rookworld.commands.label_stability`: how stable the engine's best move is as the search grows.
 
 Over a seeded sample of annotated positions, each position is analysed at every limit of a ladder
 (nodes per analysis, MultiPV as in the annotations, one thread, cleared hash). For each step it
@@ -95,7 +95,7 @@ def markdown(steps: list[Step]) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     engine = engine_config()
-    parser = argparse.ArgumentParser(prog="python -m rookworld.data.label_stability",
+    parser = argparse.ArgumentParser(prog="python -m rookworld.commands.label_stability",
                                      description=__doc__.split("\n\n")[0])
     parser.add_argument("--positions", default=str(BUNDLED["policy_train"]), help="annotated JSONL to sample")
     parser.add_argument("--sample", type=int, default=200, help="positions sampled (seeded)")
