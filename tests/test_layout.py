@@ -11,6 +11,9 @@
 - Only the loader (rookworld.config, with the entry points' Hydra plumbing), the entry points,
   rookworld/tracking/ and rookworld/sweep/ import omegaconf or hydra: the rest of the library gets
   typed specs (rookworld/specs/) or plain values, never a DictConfig.
+- The statistics (rookworld/stats/) are the ground floor: they import the standard library, numpy, scipy
+  and each other only: no Optuna, Hydra or MLflow, nothing of rookworld/sweep/ (STATS_PENDING names
+  the one module of ours they still take, and why).
 - The library folders (data/, model/, tasks/, grpo/) sit below the run's assembly: they import no
   config, components, composition, errors or specs module, and take plain values or their own small
   types instead (imports under `if TYPE_CHECKING:`, for annotations, do not run and do not count).
@@ -25,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,6 +69,12 @@ ASSEMBLY_PENDING = {
     "rookworld.data.caps": "a python -m command inside data/: composes a config to print token caps",
     "rookworld.data.pass_rates": "a python -m command inside data/: loads a run's policy to measure pass rates",
     "rookworld.data.repeats": "a python -m command inside data/: composes a config to count repeated prompts",
+}
+STATS = "rookworld.stats"
+STATS_MAY_IMPORT = ("__future__", "numpy", "scipy", STATS)  # and the standard library
+# Modules of ours outside stats/ that a stats module still imports, and why; each entry is a move still to make.
+STATS_PENDING = {
+    "rookworld.data.blocks": "the blocks of eval.draw=blocks (numpy only), which the simulation cuts as a run does",
 }
 
 
@@ -213,6 +223,17 @@ def folder_violations(graph: dict[str, set[str]]) -> list[str]:
     return [f"{name} imports {target}: a library folder takes plain values, not the run's assembly"
             for name, targets in sorted(graph.items()) if within(name, LIBRARY_FOLDERS)
             for target in sorted(targets) if within(target, ASSEMBLY)]
+
+
+def stats_violations(modules: dict[str, Path]) -> list[str]:
+    """Imports of a stats module beyond the standard library, numpy, scipy, the other stats modules and
+    STATS_PENDING (anywhere in the module, bar `if TYPE_CHECKING:`)."""
+    allowed = (*STATS_MAY_IMPORT, *STATS_PENDING)
+    return [f"{name} imports {found}: the statistics stay pure (the standard library, numpy, scipy, rookworld.stats)"
+            for name, path in sorted(modules.items()) if within(name, (STATS,))
+            for found in sorted(imported_names(path, name.rpartition(".")[0]))
+            if found.split(".")[0] not in sys.stdlib_module_names and not within(found, allowed)
+            and not within(found.rpartition(".")[0], STATS_PENDING)]
 
 
 # ---------------------------------------------------------------- references outside the repository
@@ -390,6 +411,32 @@ def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
         (root / relative).write_text(text)
     assert folder_violations(import_graph(package_modules(root))) == [
         "rookworld.tasks.policy imports rookworld.errors: a library folder takes plain values, not the run's assembly"]
+
+
+def test_the_statistics_import_no_optuna_hydra_mlflow_or_sweep():
+    problems = stats_violations(package_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {
+        "__init__.py": "", "stats/__init__.py": "",
+        "stats/paired.py": "import math\nimport numpy as np\nfrom scipy import stats\n",
+        "stats/racing.py": "from rookworld.stats.paired import compare\nfrom rookworld.data.blocks import game_blocks\n",
+        "stats/verdict.py": "def confirm():\n    from optuna.trial import TrialState\n",  # the planted violations
+        "stats/stages.py": "from rookworld.sweep.staged.stages import Item\n",
+        "sweep/__init__.py": "import optuna\n",
+    }
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    assert [problem.split(":")[0] for problem in stats_violations(package_modules(root))] == [
+        "rookworld.stats.stages imports rookworld.sweep.staged.stages",
+        "rookworld.stats.stages imports rookworld.sweep.staged.stages.Item",
+        "rookworld.stats.verdict imports optuna.trial",
+        "rookworld.stats.verdict imports optuna.trial.TrialState",
+    ]
 
 
 def test_nothing_outside_the_sweep_imports_it():

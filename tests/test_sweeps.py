@@ -22,7 +22,7 @@ import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolv
 from rookworld.config import ConfigError
 from rookworld.sweep.running.gpus import worker_gpus
 from rookworld.sweep.storage.clock import StorageClock
-from rookworld.sweep.running.host import host_id
+from rookworld.sweep.storage.host import host_id
 from rookworld.sweep.job.pruning import OptunaPruningHook, build_pruner
 from rookworld.sweep.storage.storage_url import default_timeouts
 from rookworld.sweep.staged.stages import RACE, SEARCH

@@ -15,7 +15,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld.config import ConfigError, require
-from rookworld.sweep.staged.paired import TESTS
+from rookworld.stats.paired import TESTS
 
 KEY = "hydra.sweeper.stages."
 

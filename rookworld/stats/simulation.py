@@ -20,13 +20,13 @@ s modulo the blocks, the confirmation's seeds following the race's:
 The sweep: `configs` sampled configurations and the baseline on the search seeds (validation), the `race_top`
 best search means and the baseline on the race seeds (the search's among them), the best race mean (the
 baseline aside) against the baseline on fresh seeds on the test positions, one-sided signed-rank test at
-`alpha` (rookworld.sweep.staged.paired's: the same decision as one_sided_p <= alpha). A winner is named when the
+`alpha` (rookworld.stats.paired's: the same decision as one_sided_p <= alpha). A winner is named when the
 test rejects and the mean difference is positive. The race's drops are left out: they only remove
 configurations, and the confirmation alone names the winner.
 
 Vectorised over sweeps (numpy, in chunks): 10,000 sweeps of 50 configurations take a few seconds.
 
-    python -m rookworld.sweep.simulation     # the figures of docs/sweeps.md, Positions
+    python -m rookworld.stats.simulation     # the figures of docs/sweeps.md, Positions
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from functools import lru_cache
 import numpy as np
 
 from rookworld.data.blocks import game_blocks
-from rookworld.sweep.staged.paired import signed_rank_critical_value, signed_rank_statistic
+from rookworld.stats.paired import signed_rank_critical_value, signed_rank_statistic
 
 DRAWS = ("first", "positions", "games")
 CHUNK = 5000  # sweeps simulated at once (bounds the memory)
