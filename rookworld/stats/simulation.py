@@ -26,11 +26,12 @@ configurations, and the confirmation alone names the winner.
 
 Vectorised over sweeps (numpy, in chunks): 10,000 sweeps of 50 configurations take a few seconds.
 
-    python -m rookworld.stats.simulation     # the figures of docs/sweeps.md, Positions
+    python -m rookworld.sweep simulate     # the figures of docs/sweeps.md, Positions
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
@@ -165,7 +166,13 @@ def power(regime: Regime, gain: float, sweeps: int = 1000, seed: int = 0) -> flo
     return float(np.mean(winners(regime, true_gain, sweeps, seed) == 0))
 
 
-def main(sweeps: int = 100_000) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sweeps", type=int, default=100_000, help="null sweeps per regime (default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The false-winner rate and the power of the measured regime, per game share and draw."""
+    sweeps = args.sweeps
     for share in (0.0, 0.5, 1.0):
         for draw in DRAWS:
             regime = replace(MEASURED, draw=draw, game_share=share)
@@ -173,7 +180,4 @@ def main(sweeps: int = 100_000) -> None:
             print(f"game share {share:.1f}, draw {draw}: false winners {rate:.2%} ({low:.2%}-{high:.2%}) of "
                   f"{sweeps:,} null sweeps; power for +0.01 {power(regime, 0.01, 10_000):.1%}, "
                   f"for +0.005 {power(regime, 0.005, 10_000):.1%}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OUTCOMES, RUNNING, SUCCESS
+from rookworld.specs.sweep import DIRECTIONS
 from rookworld.stats.intervals import Estimate
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
@@ -39,7 +40,6 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from optuna.trial import FrozenTrial
 
-DIRECTIONS = ("maximize", "minimize")
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
 STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")

@@ -21,10 +21,10 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
+from rookworld.specs.sweep import Stages
 from rookworld.stats.intervals import Estimate, rho_text, spearman
 from rookworld.stats.racing import RaceState
 from rookworld.stats.verdict import Verdict
-from rookworld.sweep.staged.stage_settings import StageSettings
 from rookworld.sweep.staged.stages import (BASELINE, CONFIG_ATTR, CONFIRM, SECONDS_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR,
                                     StageView, segment_scores)
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR
@@ -208,7 +208,7 @@ def compared_config(view: StageView) -> str | None:
     return finalists[0] if finalists else None
 
 
-def study_stage_report(study: optuna.Study, stages: StageSettings, n_trials: int, config: DictConfig,
+def study_stage_report(study: optuna.Study, stages: Stages, n_trials: int, config: DictConfig,
                        differences_of: Callable[[tuple, tuple], Mapping[str, tuple]] | None = None
                        ) -> tuple[str, list[Fidelity]]:
     """The report of a staged study as far as it has got (`config`: the sweep's composed config, for the failure

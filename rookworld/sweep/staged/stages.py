@@ -27,9 +27,9 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from rookworld.data.blocks import game_blocks
+from rookworld.specs.sweep import Stages
 from rookworld.stats.racing import RaceState, race
 from rookworld.stats.verdict import Verdict, confirm
-from rookworld.sweep.staged.stage_settings import StageSettings
 from rookworld.sweep.storage.study import CARRIED_PREFIX, OUTCOME_ATTR, is_stale_failure
 
 WORK = CARRIED_PREFIX  # a re-queued trial carries these attrs (rookworld/sweep/storage/study.py)
@@ -98,13 +98,13 @@ def is_search(trial: FrozenTrial) -> bool:
 class StageView:
     """A staged study as its stages see it (the report reads the same view)."""
 
-    settings: StageSettings
+    settings: Stages
     trials: tuple[FrozenTrial, ...]  # stale failures left out
     n_trials: int
     cut: tuple[FrozenTrial, ...] = ()  # the stale failures: runs cut by the end of their machine (re-queued)
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int) -> StageView:
+    def of(cls, trials: Sequence[FrozenTrial], settings: Stages, n_trials: int) -> StageView:
         return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials,
                    tuple(t for t in trials if is_stale_failure(t)))
 
@@ -287,7 +287,7 @@ def filler(view: StageView, items: list[Item]) -> list[Item]:
     return [] if waiting else items[:1]
 
 
-def baseline_runs(s: StageSettings) -> list[Item]:
+def baseline_runs(s: Stages) -> list[Item]:
     """The baseline's race runs (beyond its search seeds) and confirmation runs: what the race and the
     confirmation would ask of it, known before the search ends."""
     race = [Item(RACE, BASELINE, s.baseline, (seed,)) for seed in s.race_seeds() if seed not in s.search_seeds()]
