@@ -130,7 +130,7 @@ def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
     (["trial=optuna", "trial/pruner=none"],
      "rookworld: error: trial.hooks=['optuna_pruning']: a staged sweep's jobs report nothing to Optuna themselves "
      "(the worker reports each rung's seed mean): use trial=stages"),
-    (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': must be an integer >= 2"),
+    (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': expected an integer"),
     (["eval.draw=blocks", "eval.num_arbiter=500", "hydra.sweeper.stages.race.max_seeds=4",
       "hydra.sweeper.stages.race.min_seeds=4"],
      "rookworld: error: eval.num_arbiter=500: the validation part (1500) holds 3 blocks of it, "

@@ -128,6 +128,13 @@ class Heartbeat:
 
     `own(trial_id)` stamps a trial at once and keeps stamping it until it is finished (told by the
     sweeper or pruned by its job).
+
+    On every storage, SQLite and PostgreSQL too: RDBStorage's own heartbeat (heartbeat_interval, grace_period,
+    failed_trial_callback) cannot keep three tested behaviours (tests/test_sweeps.py, stale trials): it knows
+    only the time since the last beat, so a worker that died on this host is not failed at once by its pid;
+    it fails the trial first and calls the callback after, when the storage refuses the `fail_reason` and
+    `rookworld:stale` attrs that tell a cut run from one that raised (finished_count, the stage report); and
+    the journal storage, the sweeps' default, has no heartbeat at all.
     """
 
     def __init__(self, storage: BaseStorage, interval_s: float, clock: StorageClock) -> None:
