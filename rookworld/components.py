@@ -8,7 +8,7 @@ import copy
 import torch
 
 from rookworld.data.arbiter_stream import case_counts
-from rookworld.data.blocks import game_blocks
+from rookworld.stats.blocks import game_blocks
 from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import load_model
@@ -89,7 +89,7 @@ def eval_problems(eval_spec: Eval, policy_heldout: list, arbiter_heldout: list, 
 
 
 def draw_block(problems: list, size: int, seed: int, task: str) -> list:
-    """Block `seed` of the part's blocks of whole games (rookworld/data/blocks.py: the same for every run, no game
+    """Block `seed` of the part's blocks of whole games (rookworld/stats/blocks.py: the same for every run, no game
     in two of them); seeds beyond the blocks the part holds wrap round."""
     if size == 0:
         return []

@@ -23,6 +23,7 @@ from rookworld.specs.round import Round, RoundSpec
 from rookworld.specs.rules import ConfigError, require
 from rookworld.specs.run import RunSpec
 from rookworld.specs.sft import SftSpec
+from rookworld.specs.sweep import STAGES, Stages, Sweeper
 
 PROJECT_TARGETS = "rookworld.*"
 ASSETS_DIR = Path(__file__).parent / "assets"
@@ -95,6 +96,27 @@ def load_round(cfg: DictConfig) -> RoundSpec:
     plain = _plain(cfg)
     round_knobs = spec_of(Round, plain.pop("round"), "round")
     return RoundSpec(sft=spec_of(SftSpec, plain), round=round_knobs)
+
+
+def load_sweeper(arguments: dict) -> Sweeper:
+    """The Sweeper spec of the sweeper's constructor arguments (`hydra.sweeper.*`, nodes resolved)."""
+    return spec_of(Sweeper, {key: _resolved_node(value) for key, value in arguments.items()}, "hydra.sweeper")
+
+
+def load_stages(node) -> Stages | None:
+    """The Stages spec of `hydra.sweeper.stages` (a node or plain data); None when staging is off."""
+    stages = spec_of(Stages, _resolved_node(node), STAGES.rstrip("."))
+    return stages if stages.enabled else None
+
+
+def _resolved_node(value):
+    """A config node as plain data, its interpolations resolved (one-line ConfigError when one does not)."""
+    if not OmegaConf.is_config(value):
+        return value
+    try:
+        return OmegaConf.to_container(value, resolve=True)
+    except Exception as error:  # an interpolation that does not resolve
+        raise ConfigError(f"hydra.sweeper: {error}".splitlines()[0]) from error
 
 
 # The names the sweeper's `validate` and older callers use.

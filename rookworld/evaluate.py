@@ -49,6 +49,7 @@ import numpy as np
 import torch
 
 from rookworld.rollout import Rollout, decode_completions, generate_for_problems
+from rookworld.stats.score_error import score_standard_error
 from rookworld.tasks import Problem, perfect_completion, score_heldout
 from rookworld.tracking import CHANGE_METRIC, CHANGE_SE_METRIC
 
@@ -164,19 +165,6 @@ def _bootstrap_median_se(values: list[float]) -> float:
     data = np.asarray(values, dtype=np.float64)
     resamples = np.random.default_rng(0).choice(data, size=(BOOTSTRAP_RESAMPLES, len(data)), replace=True)
     return float(np.median(resamples, axis=1).std(ddof=1))
-
-
-def score_standard_error(tasks: list[str], values: list[float]) -> float:
-    """Standard error of eval/score (½·mean of P: values + ½·mean of A: values) from per-problem `values`:
-    per-problem scores give the score's own error, per-problem differences of two evaluations of the
-    same problems give the error of the change (paired)."""
-    variance = 0.0
-    for task in ("P", "A"):
-        own = [v for t, v in zip(tasks, values) if t == task]
-        if len(own) >= 2:
-            mean = sum(own) / len(own)
-            variance += 0.25 * sum((v - mean) ** 2 for v in own) / (len(own) - 1) / len(own)
-    return variance ** 0.5
 
 
 IMPROVED, WORSE, NO_CHANGE = "improved", "worse", "no_change"  # the run's change: the tag rookworld.change

@@ -1,10 +1,10 @@
-"""The noise table's decomposition (rookworld/sweep/staged/eval_noise.py) on simulated evaluations with a planted
+"""The noise table's decomposition (rookworld/stats/eval_noise.py) on simulated evaluations with a planted
 training spread: per-problem 0/1 scores drawn with chance difficulty + the seed's effect."""
 import numpy as np
 import pytest
 
 from rookworld.evaluate import score_standard_error
-from rookworld.sweep.staged.eval_noise import noise_row, noise_table, smallest_size
+from rookworld.stats.eval_noise import noise_row, noise_table, smallest_size
 
 PROBLEMS = 1500  # of each task, as the validation part
 

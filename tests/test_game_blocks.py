@@ -1,4 +1,4 @@
-"""eval.draw=blocks cuts each held-out part by whole games (rookworld/data/blocks.py): on the shipped
+"""eval.draw=blocks cuts each held-out part by whole games (rookworld/stats/blocks.py): on the shipped
 self-play pools no game is in two blocks of one part, every block has the draw's size, a seed's block is the
 same in every run, and a part without game indices keeps its blocks of one shuffle."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 
 from rookworld.components import draw_block
 from rookworld.config import DATA_DIR
-from rookworld.data.blocks import game_blocks
+from rookworld.stats.blocks import game_blocks
 from rookworld.data.positions import load_policy_problems
 
 SELFPLAY = "selfplay/{split}.jsonl.gz"  # under rookworld/data/

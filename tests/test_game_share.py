@@ -1,12 +1,12 @@
-"""The game-level share of the position term (rookworld/sweep/staged/game_share.py), estimated from per-position
+"""The game-level share of the position term (rookworld/stats/game_share.py), estimated from per-position
 paired differences with known variance components, and the simulation's game_share read back from them."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rookworld.sweep.simulation import Part, block_weights
-from rookworld.sweep.staged.game_share import game_variance
+from rookworld.stats.simulation import Part, block_weights
+from rookworld.stats.game_share import game_variance
 
 
 @pytest.mark.parametrize("share", [0.0, 0.5, 0.9])
@@ -39,8 +39,8 @@ def test_a_confirmations_per_position_scores_pair_up_by_seed_with_their_blocks_g
     P: block first): the pairs are finalist minus baseline on the seed's block, with the games of that block."""
     import optuna
 
-    from rookworld.data.blocks import game_blocks
-    from rookworld.sweep.staged.game_share import confirmation_blocks
+    from rookworld.stats.blocks import game_blocks
+    from rookworld.sweep.staged.stages import confirmation_blocks
     from rookworld.sweep.staged.stages import BASELINE, PROBLEMS_ATTR, Item
 
     part_games = [game for game in range(30) for _ in range(10)]  # 30 games of 10 positions

@@ -1,4 +1,4 @@
-"""Parameter importance of a study (python -m rookworld.sweep.importance) on a real Optuna journal storage."""
+"""Parameter importance of a study (python -m rookworld.sweep importance) on a real Optuna journal storage."""
 from __future__ import annotations
 
 import optuna
@@ -6,7 +6,8 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution
 from optuna.trial import TrialState, create_trial
 
-from rookworld.sweep.importance import OUTCOME_ATTR, choice_means, main, successful_trials
+from rookworld.sweep.__main__ import main
+from rookworld.sweep.importance import OUTCOME_ATTR, choice_means, successful_trials
 
 DISTRIBUTIONS = {"optimizer.lr": FloatDistribution(1e-5, 1e-3, log=True),
                  "task_mix": CategoricalDistribution(["mixed", "env_heavy"])}
@@ -31,7 +32,7 @@ def test_importance_ranks_the_knob_that_moves_the_objective_and_leaves_out_failu
     assert len(successful_trials(study)) == 12  # the diverged (penalty) and the pruned trial left out
     assert choice_means(study) == {"task_mix": {"env_heavy": (6, pytest.approx(0.6)), "mixed": (6, pytest.approx(0.5))}}
     plot = tmp_path / "missing" / "folder" / "importance.png"  # its folder is created
-    assert main(["--study", "demo", "--storage", f"journal:{tmp_path / 'demo.journal'}", "--plot", str(plot)]) == 0
+    assert main(["importance", "--study", "demo", "--storage", f"journal:{tmp_path / 'demo.journal'}", "--plot", str(plot)]) == 0
     table = capsys.readouterr().out
     rows = [line for line in table.splitlines() if line.startswith("| ") and "importance" not in line]
     assert rows[0].startswith("| task_mix |")  # ranked first
@@ -40,6 +41,6 @@ def test_importance_ranks_the_knob_that_moves_the_objective_and_leaves_out_failu
 
 def test_importance_of_a_missing_study_is_one_line(tmp_path, capsys) -> None:
     journal_study(tmp_path / "demo.journal")
-    assert main(["--study", "nope", "--storage", f"journal:{tmp_path / 'demo.journal'}"]) == 2
+    assert main(["importance", "--study", "nope", "--storage", f"journal:{tmp_path / 'demo.journal'}"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("rookworld: error: no study 'nope'") and err.count("\n") == 1

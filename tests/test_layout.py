@@ -11,6 +11,8 @@
 - Only the loader (rookworld.config, with the entry points' Hydra plumbing), the entry points,
   rookworld/tracking/ and rookworld/sweep/ import omegaconf or hydra: the rest of the library gets
   typed specs (rookworld/specs/) or plain values, never a DictConfig.
+- The statistics (rookworld/stats/) are the ground floor: they import the standard library, numpy, scipy
+  and each other only: no Optuna, Hydra or MLflow, nothing of rookworld/sweep/.
 - The library folders (data/, model/, tasks/, grpo/) sit below the run's assembly: they import no
   config, components, composition, errors or specs module, and take plain values or their own small
   types instead (imports under `if TYPE_CHECKING:`, for annotations, do not run and do not count).
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -58,6 +61,8 @@ CONFIG_SIDE = {
 CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file runs and drive sweeps through Hydra
 LIBRARY_FOLDERS = ("rookworld.data", "rookworld.model", "rookworld.tasks", "rookworld.grpo")
 ASSEMBLY = ("rookworld.config", "rookworld.components", "rookworld.composition", "rookworld.errors", "rookworld.specs")
+STATS = "rookworld.stats"
+STATS_MAY_IMPORT = ("__future__", "numpy", "scipy", STATS)  # and the standard library
 
 
 # ---------------------------------------------------------------- the import graph
@@ -203,6 +208,15 @@ def folder_violations(graph: dict[str, set[str]]) -> list[str]:
     return [f"{name} imports {target}: a library folder takes plain values, not the run's assembly"
             for name, targets in sorted(graph.items()) if within(name, LIBRARY_FOLDERS)
             for target in sorted(targets) if within(target, ASSEMBLY)]
+
+
+def stats_violations(modules: dict[str, Path]) -> list[str]:
+    """Imports of a stats module beyond the standard library, numpy, scipy and the other stats modules
+    (anywhere in the module, bar `if TYPE_CHECKING:`)."""
+    return [f"{name} imports {found}: the statistics stay pure (the standard library, numpy, scipy, rookworld.stats)"
+            for name, path in sorted(modules.items()) if within(name, (STATS,))
+            for found in sorted(imported_names(path, name.rpartition(".")[0]))
+            if found.split(".")[0] not in sys.stdlib_module_names and not within(found, STATS_MAY_IMPORT)]
 
 
 # ---------------------------------------------------------------- references outside the repository
@@ -375,6 +389,34 @@ def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
         "rookworld.tasks.policy imports rookworld.errors: a library folder takes plain values, not the run's assembly"]
 
 
+def test_the_statistics_import_no_optuna_hydra_mlflow_or_sweep():
+    problems = stats_violations(package_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {
+        "__init__.py": "", "stats/__init__.py": "",
+        "stats/paired.py": "import math\nimport numpy as np\nfrom scipy import stats\n",
+        "stats/racing.py": "from rookworld.stats.paired import compare\nfrom rookworld.data.records import read_jsonl\n",
+        "stats/verdict.py": "def confirm():\n    from optuna.trial import TrialState\n",  # the planted violations
+        "stats/stages.py": "from rookworld.sweep.staged.stages import Item\n",
+        "sweep/__init__.py": "import optuna\n",
+    }
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    assert [problem.split(":")[0] for problem in stats_violations(package_modules(root))] == [
+        "rookworld.stats.racing imports rookworld.data.records",
+        "rookworld.stats.racing imports rookworld.data.records.read_jsonl",
+        "rookworld.stats.stages imports rookworld.sweep.staged.stages",
+        "rookworld.stats.stages imports rookworld.sweep.staged.stages.Item",
+        "rookworld.stats.verdict imports optuna.trial",
+        "rookworld.stats.verdict imports optuna.trial.TrialState",
+    ]
+
+
 def test_nothing_outside_the_sweep_imports_it():
     problems = driver_violations(import_graph(package_modules()))
     assert not problems, "\n".join(problems)
@@ -394,7 +436,7 @@ def test_the_driver_check_sees_a_planted_import(tmp_path):
 def test_the_user_commands_are_entry_points():
     entries = entry_points(package_modules())
     for command in ("rookworld.train", "rookworld.sft", "rookworld.bench.__main__", "rookworld.commands.annotate",
-                    "rookworld.sweep.summarise", "rookworld.play"):
+                    "rookworld.sweep.__main__", "rookworld.play"):
         assert command in entries
 
 

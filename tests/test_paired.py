@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rookworld.sweep.staged.paired import (compare, fewest_seeds_to_decide, holm, lower_bound, one_sided_p, paired_differences,
+from rookworld.stats.paired import (compare, fewest_seeds_to_decide, holm, lower_bound, one_sided_p, paired_differences,
                                     signed_rank_critical_value)
-from rookworld.sweep.staged.sample_size import detectable_difference, paired_power, power_table, seeds_needed
+from rookworld.stats.sample_size import detectable_difference, paired_power, power_table, seeds_needed
 
 
 def test_holm_adjusts_known_p_values_in_their_input_order():

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rookworld.sweep.staged.racing import race
+from rookworld.stats.racing import race
 from seed_simulation import SimulatedSeeds
 
 TRUE_MEANS = {"baseline": 0.60, "better": 0.63, "worse": 0.56, "level": 0.60}

@@ -1,4 +1,4 @@
-"""The verdict in the measured regime (rookworld/sweep/simulation.py): a paired seed sd of 0.003, a position term
+"""The verdict in the measured regime (rookworld/stats/simulation.py): a paired seed sd of 0.003, a position term
 of sd 0.001, the best of the verdict preset's configurations selected on the same validation seeds, alpha 0.01.
 Null sweeps name a false winner no more often than alpha when each seed is scored on its own block of whole games
 (eval.draw=blocks), whatever share of the position term is game-level; far more often when every seed of a part
@@ -13,8 +13,8 @@ import pytest
 from scipy import stats
 
 from rookworld.config import compose
-from rookworld.sweep.staged.paired import one_sided_p
-from rookworld.sweep.simulation import MEASURED, Regime, false_winner_rate, power, signed_rank_rejects
+from rookworld.stats.paired import one_sided_p
+from rookworld.stats.simulation import MEASURED, Regime, false_winner_rate, power, signed_rank_rejects
 
 SWEEPS = 1000
 

@@ -82,14 +82,14 @@ def stages_with(key: str, value) -> dict:
 
 
 @pytest.mark.parametrize(("key", "value", "rule"), [
-    ("enabled", "yes", "must be true or false"),
+    ("enabled", "yes", "expected true or false"),
     ("seeds", 0, "must be an integer >= 1"),
     ("first_seed", -1, "must be an integer >= 0"),
     ("eta", 1, "must be an integer >= 2"),
     ("rungs", [1, 3], "each rung must be eta = 2 times the one before (successive halving)"),
-    ("rungs", "100", "expected a list of step counts >= 1, e.g. [100, 200, 400], or null"),
+    ("rungs", "100", "expected a list or null"),
     ("baseline", ["experiment"], "expected a list of overrides (key=value), e.g. [experiment=grpo_rookworld_tiny]"),
-    ("baseline_ahead", "yes", "must be true or false"),
+    ("baseline_ahead", "yes", "expected true or false"),
     ("checkpoint_dir", "", "expected a folder for the rungs' checkpoints"),
     ("race.top", 0, "must be an integer >= 1"),
     ("race.max_seeds", 1, "must be an integer >= 2"),
@@ -104,23 +104,23 @@ def stages_with(key: str, value) -> dict:
     ("confirm.test", "z", "expected one of wilcoxon, t"),
 ])
 def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> None:
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
 
     with pytest.raises(ConfigError) as error:
-        StageSettings.parse(stages_with(key, value))
+        load_stages(stages_with(key, value))
     assert str(error.value) == f"{K}{key}={value!r}: {rule}"
 
 
 def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
-    from rookworld.sweep.running.settings import SweepSettings
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_sweeper
+    from rookworld.config import load_stages
 
     with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.stages\.race=\['rounds'\]: unknown key"):
-        StageSettings.parse(stages_with("race", {**STAGES["race"], "rounds": 3}))
+        load_stages(stages_with("race", {**STAGES["race"], "rounds": 3}))
     from test_sweeps import sweeper_args
 
     with pytest.raises(ConfigError) as error:
-        SweepSettings.parse(sweeper_args(direction="minimize", stages=STAGES))
+        load_sweeper(sweeper_args(direction="minimize", stages=STAGES))
     assert str(error.value) == ("hydra.sweeper.direction='minimize': a staged sweep maximizes eval/score (its race "
                                 "and verdict test for higher scores)")
 
@@ -131,7 +131,7 @@ def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
     (["trial=optuna", "trial/pruner=none"],
      "rookworld: error: trial.hooks=['optuna_pruning']: a staged sweep's jobs report nothing to Optuna themselves "
      "(the worker reports each rung's seed mean): use trial=stages"),
-    (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': must be an integer >= 2"),
+    (["hydra.sweeper.stages.eta=x"], "rookworld: error: hydra.sweeper.stages.eta='x': expected an integer"),
     (["eval.draw=blocks", "eval.num_arbiter=500", "hydra.sweeper.stages.race.max_seeds=4",
       "hydra.sweeper.stages.race.min_seeds=4"],
      "rookworld: error: eval.num_arbiter=500: the validation part (1500) holds 3 blocks of it, "
@@ -186,12 +186,12 @@ def test_each_verdict_preset_composes_and_its_stages_and_trial_config_are_valid(
     from omegaconf import OmegaConf
 
     from rookworld.resume_check import differences
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
     from train_helpers import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR):
         sweep = compose("config", overrides=[f"sweeps={preset}", "device=cpu"], return_hydra_config=True)
-        stages = StageSettings.parse(sweep.hydra.sweeper.stages).with_horizon(sweep.steps)
+        stages = load_stages(sweep.hydra.sweeper.stages).with_horizon(sweep.steps)
         baseline = compose("config", overrides=[f"sweeps={preset}", "device=cpu", *stages.baseline])
     assert stages.rungs == rungs and stages.confirm_seeds() == tuple(confirm_seeds)
     assert not set(stages.search_seeds()) & set(stages.confirm_seeds())
@@ -226,13 +226,13 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     again on the same study enqueues nothing more (several workers, a resumed sweep)."""
     import optuna
 
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
     from rookworld.sweep.staged.stages import (BASELINE, SCORES_ATTR, Item, StageView, due)
     from rookworld.sweep.storage.study import OUTCOME_ATTR
 
     node = stages_with("race", {**STAGES["race"], "max_seeds": 4, "min_seeds": 3, "test": "t", "ahead": 1})
     node["confirm"] = {**STAGES["confirm"], "seeds": 3, "test": "t"}
-    settings = StageSettings.parse(node).with_horizon(2)
+    settings = load_stages(node).with_horizon(2)
     study = optuna.create_study(direction="maximize")
     true_mean = {BASELINE: 0.50, "1": 0.60, "2": 0.40}
 
@@ -282,10 +282,10 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     time while nothing waits (retries first); before that, nothing but the baseline's search trial."""
     import optuna
 
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
     from rookworld.sweep.staged.stages import BASELINE, Item, StageView, due
 
-    settings = StageSettings.parse({**stages_with("baseline_ahead", True)}).with_horizon(2)
+    settings = load_stages({**stages_with("baseline_ahead", True)}).with_horizon(2)
     study = optuna.create_study(direction="maximize")
 
     def step() -> list[tuple[str, str, tuple[int, ...]]]:
@@ -316,13 +316,13 @@ def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_
     import optuna
 
     from rookworld.sweep.staged.stage_report import compared_config
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
     from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
     from rookworld.sweep.storage.study import OUTCOME_ATTR
 
     node = stages_with("race", {**STAGES["race"], "max_seeds": 2})  # Wilcoxon on 2 seeds drops nobody
     node["confirm"] = {**STAGES["confirm"], "seeds": 4, "finalists": 2, "test": "t"}
-    settings = StageSettings.parse(node).with_horizon(2)
+    settings = load_stages(node).with_horizon(2)
     study = optuna.create_study(direction="maximize")
     means = {"search": {BASELINE: 0.5, "1": 0.62, "2": 0.6}, "confirm": {BASELINE: 0.5, "1": 0.52, "2": 0.6}}
 
@@ -357,11 +357,11 @@ def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_confi
     import optuna
 
     from rookworld.sweep.staged.stage_report import stage_report
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
     from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView
     from rookworld.sweep.storage.study import OUTCOME_ATTR
 
-    settings = StageSettings.parse(stages_with("rungs", [1, 2])).with_horizon(2)
+    settings = load_stages(stages_with("rungs", [1, 2])).with_horizon(2)
     study = optuna.create_study(direction="maximize")
     at_rung = {BASELINE: (0.50, 0.56), "1": (0.51, 0.55), "2": (0.52, 0.54), "3": (0.53, 0.53)}
     for config, (first, last) in at_rung.items():
@@ -404,10 +404,10 @@ def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_t
     from hydra.core.utils import JobReturn, JobStatus
 
     from rookworld.sweep.staged.rungs import ItemRun
-    from rookworld.sweep.staged.stage_settings import StageSettings
+    from rookworld.config import load_stages
     from rookworld.sweep.staged.stages import SEARCH, Item
 
-    settings = StageSettings.parse(stages_with("rungs", [2, 4])).with_horizon(4)
+    settings = load_stages(stages_with("rungs", [2, 4])).with_horizon(4)
     item = Item(stage=SEARCH, config="7", overrides=(), seeds=(0,))
 
     def run_job(overrides: list[str], subdir: str) -> JobReturn:  # the trial's job: a real training run
@@ -502,9 +502,9 @@ class RecordedStudy:
     def __init__(self, stages: dict, n_trials: int, raised: str, seed_step: float = 0.0) -> None:
         import optuna
 
-        from rookworld.sweep.staged.stage_settings import StageSettings
+        from rookworld.config import load_stages
 
-        self.settings = StageSettings.parse(stages).with_horizon(2)
+        self.settings = load_stages(stages).with_horizon(2)
         self.study = optuna.create_study(direction="maximize")
         self.n_trials, self.raised, self.seed_step = n_trials, raised, seed_step
 

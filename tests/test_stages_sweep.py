@@ -111,13 +111,13 @@ def test_summarise_prints_the_same_stage_report_from_the_study_alone(staged: Out
     """`summarise --sweep smoke --override ...` (the launch's overrides) rebuilds the launch's stage report
     from the journal: the same verdict first, failures line, search table and race (a device call cut before its end prints it),
     and draws the fidelity plot."""
-    from rookworld.sweep.summarise import main
+    from rookworld.sweep.__main__ import main
 
     overrides = [arg for override in STAGED[1:] for arg in ("--override", override)]
     cwd = os.getcwd()
     os.chdir(staged.directory)
     try:
-        assert main(["--study", "smoke", "--no-mlflow", "--sweep", "smoke", *overrides,
+        assert main(["summary", "--study", "smoke", "--no-mlflow", "--sweep", "smoke", *overrides,
                      "--fidelity-plot", str(tmp_path / "fidelity.png")]) == 0
     finally:
         os.chdir(cwd)
@@ -136,9 +136,9 @@ def test_summarise_prints_the_same_stage_report_from_the_study_alone(staged: Out
     ("throughput", "rookworld: error: --sweep throughput: hydra.sweeper.stages.enabled=False: not a staged sweep"),
 ])
 def test_summarise_with_a_sweep_that_is_not_staged_is_one_line(staged: Outcome, capsys, sweep: str, line: str) -> None:
-    from rookworld.sweep.summarise import main
+    from rookworld.sweep.__main__ import main
 
-    code = main(["--study", "smoke", "--storage", f"journal:{staged.directory}/outputs/optuna/smoke.journal",
+    code = main(["summary", "--study", "smoke", "--storage", f"journal:{staged.directory}/outputs/optuna/smoke.journal",
                  "--no-mlflow", "--sweep", sweep])
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith(line)

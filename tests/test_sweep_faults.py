@@ -381,7 +381,7 @@ def test_two_spellings_of_one_tracking_store_give_one_parent(tmp_path: Path) -> 
     for uri in (f"sqlite:///{tmp_path}/mlflow.db", f"sqlite:///{tmp_path}/link/./mlflow.db"):
         config.tracking.uri = uri
         settings = TrackingSettings.from_config(config.tracking, str(tmp_path))
-        parents.append(study_parent_run(open_store(settings), settings, config, study))
+        parents.append(study_parent_run(open_store(settings), settings, config, study, tmp_path))
     assert parents[0].run_id == parents[1].run_id and parents[1].tracking_uri.endswith("/link/./mlflow.db")
     assert len([r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "sweep_parent"]) == 1
 
@@ -403,7 +403,7 @@ def test_a_tracking_server_named_127_0_0_1_and_localhost_gives_one_parent(tmp_pa
         for uri in (base, base.replace("127.0.0.1", "localhost")):  # two launches, two spellings of one server
             config.tracking.uri = uri
             settings = TrackingSettings.from_config(config.tracking, str(tmp_path))
-            parents.append(study_parent_run(open_store(settings), settings, config, study))
+            parents.append(study_parent_run(open_store(settings), settings, config, study, tmp_path))
     assert parents[0].run_id == parents[1].run_id
     assert len([r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "sweep_parent"]) == 1
 
@@ -421,13 +421,13 @@ def test_passwords_are_masked_in_urls_and_messages() -> None:
 
 def test_summarise_masks_the_storage_password(capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("psycopg2", reason="the PostgreSQL driver: pip install 'rookworld[postgresql]'")
-    from rookworld.sweep.summarise import main as summarise
+    from rookworld.sweep.__main__ import main as sweep_command
 
     port = socket.socket()
     port.bind(("127.0.0.1", 0))  # bound, not listening: the connection is refused at once
     try:
         url = f"postgresql://rookworld:hunter2@127.0.0.1:{port.getsockname()[1]}/optuna"
-        assert summarise(["--study", "s", "--storage", url]) == 2
+        assert sweep_command(["summary", "--study", "s", "--storage", url]) == 2
     finally:
         port.close()
     err = capsys.readouterr().err

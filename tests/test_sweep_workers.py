@@ -154,7 +154,7 @@ def read_only_dir(tmp_path: Path) -> str:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("override", "message"), [
-    ("hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials='abc': must be an integer >= 0"),
+    ("hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials='abc': expected an integer"),
     ("steps=abc", "steps='abc': expected an integer"),
     ("hydra.sweeper.storage=foo://nowhere", "hydra.sweeper.storage='foo://nowhere': cannot open the Optuna storage"),
     ("hydra.sweep.dir=READ_ONLY", "hydra.sweep.dir='READ_ONLY': cannot create the launch folder"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rookworld.sweep.staged.verdict import confirm
+from rookworld.stats.verdict import confirm
 from seed_simulation import SimulatedSeeds
 
 FRESH_SEEDS = range(1000, 1010)  # ten seeds no earlier stage used

@@ -3,23 +3,23 @@
 # (rookworld/data/selfplay/README.md, "The final pool"). New self-play games of their own seed, every position of
 # the shipped parts, the bundled files and the carried train shards excluded, then labelled as the test pool is.
 # Three steps, each resumable by running it again:
-#   bash tools/final_pool.sh games DIR [TRAIN_SHARD ...]   self-play of SEED (2028) to POSITIONS (6500) positions,
+#   bash tools/final_pool.sh games DIR [TRAIN_SHARD ...]   self-play of SEED (2028) to POSITIONS (11500) positions,
 #                                                          every game of the run, DIR/final_raw.jsonl.gz
 #   bash tools/final_pool.sh label DIR                     Stockfish at 100,000 nodes, then every legal move's value
 #                                                          at 3,000 nodes: rookworld/data/selfplay/final.jsonl.xz
-#   bash tools/final_pool.sh arbiter DIR [TRAIN_SHARD ...] ARBITER (5000) A: transitions from those positions and
+#   bash tools/final_pool.sh arbiter DIR [TRAIN_SHARD ...] ARBITER (10000) A: transitions from those positions and
 #                                                          random games: rookworld/data/selfplay/final_arbiter.jsonl.xz
 # WORKERS: engine processes (default: all cores); STOCKFISH: the engine binary (default /usr/games/stockfish).
 # The labels are a cleared-hash, one-thread, node-limited search: any machine writes the same file.
 set -euo pipefail
 step=$1 dir=$2; shift 2
-SEED=${SEED:-2028} POSITIONS=${POSITIONS:-6500} ARBITER=${ARBITER:-5000}
+SEED=${SEED:-2028} POSITIONS=${POSITIONS:-11500} ARBITER=${ARBITER:-10000}
 WORKERS=${WORKERS:-$(nproc)}
 STOCKFISH=$(realpath "${STOCKFISH:-/usr/games/stockfish}")
 parts=rookworld/data/selfplay bundled=rookworld/data/bundled
 shipped=("$parts"/{rl.jsonl.xz,validation.jsonl.gz,test.jsonl.gz,validation_arbiter.jsonl.gz,test_arbiter.jsonl.gz}
          "$bundled"/{train,validation,test,validation_arbiter,test_arbiter}.jsonl.gz)
-annotate() { python3 -m rookworld.data.annotate "$@"; }
+annotate() { python3 -m rookworld.commands.annotate "$@"; }
 mkdir -p "$dir"
 case $step in
 games)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from scipy import stats
 
-from rookworld.sweep.staged.stage_report import Estimate
+from rookworld.stats.intervals import Estimate
 
 REWARDS = ("move_value", "graduated")
 METRICS = ["eval/P/best_move", "eval/P/legal_best", "eval/P/format", "eval/P/win_prob_loss", "eval/P/blunder",

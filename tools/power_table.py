@@ -1,4 +1,4 @@
-"""The paired seeds a difference needs (rookworld.sweep.staged.sample_size), as the markdown table of
+"""The paired seeds a difference needs (rookworld.stats.sample_size), as the markdown table of
 docs/sweeps.md, for your own sd of a paired per-seed difference, level and test:
     python tools/power_table.py --sd 0.003 0.0045 --differences 0.002 0.003 0.005 0.01 0.02 --alpha 0.01 --test wilcoxon
     python tools/power_table.py --sd 0.003 0.0045 --differences 0.002 0.003 0.005 0.01 0.02 --alpha 0.05 --test wilcoxon"""
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import argparse
 
-from rookworld.sweep.staged.paired import TESTS
-from rookworld.sweep.staged.sample_size import power_table
+from rookworld.stats.paired import TESTS
+from rookworld.stats.sample_size import power_table
 
 
 def main() -> None:

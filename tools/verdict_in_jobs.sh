@@ -46,6 +46,6 @@ for launch in outputs/sweeps/$STUDY/20*; do  # each launch's worker timelines (t
     mkdir -p "$OUT/$STUDY/launches/$(basename "$launch")"
     cp "$launch"/.sweep/*.jsonl "$launch"/.sweep/launch.json "$OUT/$STUDY/launches/$(basename "$launch")/" 2>/dev/null
 done
-python3 -m rookworld.sweep.summarise --study $STUDY --no-mlflow --sweep $STUDY --fidelity-plot "$OUT/$STUDY/fidelity.png" \
+python3 -m rookworld.sweep summary --study $STUDY --no-mlflow --sweep $STUDY --fidelity-plot "$OUT/$STUDY/fidelity.png" \
     > "$OUT/$STUDY/summary.md" 2>&1  # with the stage report (and its fidelity plot once the race has begun)
 grep -h "^verdict: " "$OUT"/$STUDY/sweep_*.log | tail -1

@@ -1,4 +1,4 @@
-"""`python -m rookworld.sweep.importance --study NAME`: which swept knobs moved the objective.
+"""`python -m rookworld.sweep importance --study NAME`: which swept knobs moved the objective.
 
 Optuna's fANOVA importance (optuna.importance, seeded) over the study's successful COMPLETE trials:
 a trial stopped by a divergence detector is COMPLETE with objective.failure_penalty, which would make
@@ -6,7 +6,7 @@ a trial stopped by a divergence detector is COMPLETE with objective.failure_pena
 (their value is a partial one). Prints the importances (they sum to 1) and, for each categorical knob,
 the mean objective of each choice; `--plot FILE` also draws the importances as a bar chart.
 
-    python -m rookworld.sweep.importance --study recipe_search --plot importance.png
+    python -m rookworld.sweep importance --study recipe_search --plot importance.png
 """
 
 from __future__ import annotations
@@ -71,12 +71,13 @@ def plot(importance: dict[str, float], path: str, title: str) -> None:
     plt.close(fig)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rookworld.sweep.importance", description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--study", required=True, help="study name (hydra.sweeper.study_name; a sweep's name)")
     parser.add_argument("--storage", help="Optuna storage URL or journal:PATH (default: the sweeps' journal file)")
     parser.add_argument("--plot", help="also write the importances as a PNG bar chart here")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     if args.plot:
         folder = Path(args.plot).resolve().parent
         try:
@@ -103,6 +104,3 @@ def main(argv: list[str] | None = None) -> int:
         print(f"\nplot: {args.plot}")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -4,7 +4,7 @@
 sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry point in pyproject.toml.
 `python -m rookworld.train -m sweeps=NAME` then:
 
-1. **validates** every knob before anything starts (rookworld/sweep/running/settings.py): the sweeper's
+1. **validates** every knob before anything starts (rookworld/specs/sweep.py, built by config.load_sweeper): the sweeper's
    keys, the search space, the sampler, and the trial config itself: it composes a trial's config
    for values touching every choice and both ends of every range, checks that command-line values
    keep the type of their defaults (`steps=abc`), and runs `hydra.sweeper.validate` on it

@@ -1,4 +1,4 @@
-"""`python -m rookworld.sweep.timeline LAUNCH_DIR...`: trials per hour and idle GPU-slot time of sweep launches.
+"""`python -m rookworld.sweep timeline LAUNCH_DIR...`: trials per hour and idle GPU-slot time of sweep launches.
 
 Each worker logs `ready`, each trial's `start` and `end`, and `done` with wall-clock times in
 `<launch dir>/.sweep/worker_<k>.jsonl` (rookworld/sweep/running/worker.py); the launch's start time is in
@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -54,11 +53,12 @@ def read_timeline(launch_dir: Path) -> LaunchTimeline:
                           round(sum(s[0] - start for s in spans) / len(spans), 1))
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rookworld.sweep.timeline", description=__doc__.split("\n")[0])
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("launch_dirs", nargs="+", type=Path, help="sweep launch folders (hydra.sweep.dir)")
     parser.add_argument("--json", action="store_true", help="print JSON lines instead of a table")
-    args = parser.parse_args(argv)
+
+
+def run(args: argparse.Namespace) -> int:
     rows = [read_timeline(d) for d in args.launch_dirs]
     if args.json:
         print("\n".join(json.dumps(asdict(r)) for r in rows))
@@ -70,6 +70,3 @@ def main(argv: list[str] | None = None) -> int:
               f"{100 * r.idle:.1f}% | {100 * r.steady_idle:.1f}% | {r.startup_s} |")
     return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""The evaluation-size noise table of docs/lab/evaluation-noise.md (rookworld.sweep.staged.eval_noise), from the per-problem scores
+"""The evaluation-size noise table of docs/lab/evaluation-noise.md (rookworld.stats.eval_noise), from the per-problem scores
 that tools/lab/noise_table_runs.sh writes (scores_s<seed>_step<step>.json, `python -m rookworld.bench.eval_time
 --scores`: each seed's model evaluated on the first 1,500 P: + 1,500 A: validation problems):
     tar xJf docs/runs/noise_table/scores_and_logs.tar.xz -C /tmp    # the shipped run's scores
@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 import re
 
-from rookworld.sweep.staged.eval_noise import noise_table, smallest_size
+from rookworld.stats.eval_noise import noise_table, smallest_size
 
 
 def read(folder: Path) -> dict[int, tuple[list[str], dict[int, list[float]]]]:

@@ -21,7 +21,7 @@ run() {  # NAME GPU_COUNT [overrides...]: one study; appends its timeline row
         hydra.sweeper.n_trials=$((count * per_gpu)) "$@" >"$logs/$study.log" 2>&1 \
         || { echo "$study failed:"; tail -20 "$logs/$study.log"; return 1; }
     grep -h "CUDA MPS unavailable" "$logs/$study.log" || true
-    rows+=("$name $count $("$python" -m rookworld.sweep.timeline --json outputs/sweeps/"$study"/*)")
+    rows+=("$name $count $("$python" -m rookworld.sweep timeline --json outputs/sweeps/"$study"/*)")
 }
 
 with_mps_by_hand() {  # the reference: MPS started by hand on GPU 0, as docs/sweeps.md described before the sweeper did it

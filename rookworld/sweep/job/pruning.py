@@ -46,7 +46,7 @@ from optuna.trial import TrialState
 
 from rookworld.config import ConfigError, require
 from rookworld.sweep.storage.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
-from rookworld.sweep.storage.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, parse_timeouts
+from rookworld.sweep.storage.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, timeouts_of
 from rookworld.tracking import hydra_base_dir
 
 if TYPE_CHECKING:
@@ -103,8 +103,7 @@ def study_location(trial: DictConfig) -> tuple[str, str, DbTimeouts]:
     url = trial.storage or sweeper.get("storage")
     require(bool(name) and bool(url), "trial.study/trial.storage", (name, url),
              "no Optuna study: run inside an Optuna sweep (-m sweeps=NAME) or set both")
-    knobs = {knob: sweeper.get(knob) for knob in TIMEOUT_KNOBS}
-    timeouts = parse_timeouts(knobs) if None not in knobs.values() else default_timeouts()
+    timeouts = timeouts_of(sweeper) if all(sweeper.get(knob) is not None for knob in TIMEOUT_KNOBS) else default_timeouts()
     return str(name), str(url), timeouts
 
 

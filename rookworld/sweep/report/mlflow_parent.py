@@ -3,8 +3,8 @@
 **Optuna sweeps** (rookworld's sweeper, rookworld/sweep/sweeper.py): one parent run per *study*,
 whatever the number of launches, machines and resumes. Under the study's lock, the first launch
 creates it and stores its id in the study's user attr `rookworld:mlflow_parent`; later launches
-(and resumes) reopen it (`study_parent_run`). Each launch writes the id to its launch folder's
-`.mlflow_parent_run`, where every trial's Tracker finds it. The launch that sees the study
+(and resumes) reopen it (`study_parent_run`). `sweep_parent` makes or finds every parent run, both kinds,
+and writes its id to the launch folder's `.mlflow_parent_run`, where every trial's Tracker finds it. The launch that sees the study
 finished summarises it onto the parent and ends it (`finish_study_parent`); a trial run left
 `running` by a killed worker is ended `failed` (`end_orphan_runs`).
 
@@ -79,38 +79,45 @@ def rookworld_sweeper(config: DictConfig) -> bool:
     return OmegaConf.select(config, "hydra.sweeper._target_", default=None) == ROOKWORLD_SWEEPER
 
 
-def study_parent_run(client: MlflowClient, settings: TrackingSettings, config: DictConfig, study: optuna.Study,
-                     reopen: bool = True) -> ParentRef:
-    """The study's parent run in the store `client` opened: the run whose id the study holds, else the experiment's
-    parent run of that study (another spelling of the store's URI stored it), else a new one (call it under the
-    study's lock). `reopen`: set it RUNNING again if it had ended."""
-    run = find_study_parent(client, settings, study)
-    if run is not None:
-        parent = ParentRef(run.info.run_id, run.info.experiment_id, settings.uri)
-        if reopen and run.info.status != "RUNNING":
-            client.update_run(parent.run_id, status="RUNNING")
-            log.info("MLflow parent run %s of study %s reopened", parent.run_id, study.study_name)
-        if study.user_attrs.get(PARENT_ATTR, {}).get("run_id") != parent.run_id:
-            study.set_user_attr(PARENT_ATTR, parent.__dict__)
-        return parent
-    experiment_id = get_or_create_experiment(client, settings)
-    tags = {ROLE_TAG: "sweep_parent", STUDY_TAG: study.study_name,
-            OVERRIDES_TAG: overrides_tag(config.hydra.overrides.task)}
-    run = client.create_run(experiment_id, run_name=study.study_name, tags=tags)
-    parent = ParentRef(run.info.run_id, experiment_id, settings.uri)
-    study.set_user_attr(PARENT_ATTR, parent.__dict__)
-    log.info("MLflow parent run %s for study %s", parent.run_id, study.study_name)
+def sweep_parent(client: MlflowClient, settings: TrackingSettings, study: str, overrides: Any, launch_dir: Path, *,
+                 find: bool, stored_id: str | None = None, reopen: bool = True, tags: dict[str, str] | None = None
+                 ) -> ParentRef:
+    """The one place a sweep's MLflow parent run is made or found, its id then written to `launch_dir`'s parent-run
+    file for every trial's Tracker. `find` (an Optuna study, under its lock): the run `stored_id` names, else the
+    experiment's parent run of `study` (another spelling of the store's URI stored it), reopened (`reopen`) if it
+    had ended; else, and always for a plain multirun, a new one."""
+    run = find_study_parent(client, settings, study, stored_id) if find else None
+    if run is None:
+        experiment_id = get_or_create_experiment(client, settings)
+        tags = {ROLE_TAG: "sweep_parent", STUDY_TAG: study, OVERRIDES_TAG: overrides_tag(overrides), **(tags or {})}
+        run = client.create_run(experiment_id, run_name=study, tags=tags)
+        log.info("MLflow parent run %s for study %s", run.info.run_id, study)
+    elif reopen and run.info.status != "RUNNING":
+        client.update_run(run.info.run_id, status="RUNNING")
+        log.info("MLflow parent run %s of study %s reopened", run.info.run_id, study)
+    parent = ParentRef(run.info.run_id, run.info.experiment_id, settings.uri)
+    write_parent_ref(launch_dir, parent)
     return parent
 
 
-def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: optuna.Study) -> Any:
+def study_parent_run(client: MlflowClient, settings: TrackingSettings, config: DictConfig, study: optuna.Study,
+                     launch_dir: Path, reopen: bool = True) -> ParentRef:
+    """The Optuna study's parent run (sweep_parent; call it under the study's lock), its id kept in the study."""
+    stored = study.user_attrs.get(PARENT_ATTR) or {}
+    parent = sweep_parent(client, settings, study.study_name, config.hydra.overrides.task, launch_dir, find=True,
+                          stored_id=stored.get("run_id"), reopen=reopen)
+    if stored.get("run_id") != parent.run_id:
+        study.set_user_attr(PARENT_ATTR, parent.__dict__)
+    return parent
+
+
+def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: str, stored_id: str | None) -> Any:
     """The study's parent run in this store, found by the id the study holds or by its tags; None if it has none."""
     from mlflow.exceptions import MlflowException  # mlflow stays lazy: a sweep with tracking=none never imports it
 
-    stored = study.user_attrs.get(PARENT_ATTR)
-    if stored:
+    if stored_id:
         try:
-            run = client.get_run(stored["run_id"])
+            run = client.get_run(stored_id)
         except MlflowException:
             run = None  # another tracking store: look for this study's parent there
         if run is not None and run.info.lifecycle_stage == "active":
@@ -119,8 +126,7 @@ def find_study_parent(client: MlflowClient, settings: TrackingSettings, study: o
     if experiment is None:
         return None
     found = client.search_runs([experiment.experiment_id], max_results=1, order_by=["attributes.start_time ASC"],
-                               filter_string=f"tags.`{STUDY_TAG}` = '{study.study_name}' and "
-                                             f"tags.`{ROLE_TAG}` = 'sweep_parent'")
+                               filter_string=f"tags.`{STUDY_TAG}` = '{study}' and tags.`{ROLE_TAG}` = 'sweep_parent'")
     return found[0] if found else None
 
 
@@ -159,24 +165,15 @@ def sweep_direction(config: DictConfig) -> Any:
 
 
 def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
-    """Create the store, experiment and parent run; write the parent-run file in the sweep dir."""
+    """A plain multirun's parent run (sweep_parent), its id in the sweep dir."""
     base_dir = hydra_base_dir()
     settings = TrackingSettings.from_config(config.tracking, base_dir)
     client = open_store(settings)
-    experiment_id = get_or_create_experiment(client, settings)
     sweep_dir = absolute_path(str(config.hydra.sweep.dir), base_dir)
     sweeper_study = OmegaConf.select(config, "hydra.sweeper.study_name", default=None)
     study = study_name(config, sweeper_study, str(config.hydra.sweep.dir))
-    tags = {
-        ROLE_TAG: "sweep_parent",
-        STUDY_TAG: study,
-        SWEEP_DIR_TAG: str(sweep_dir),
-        OVERRIDES_TAG: overrides_tag(config.hydra.overrides.task),
-    }
-    run = client.create_run(experiment_id, run_name=study, tags=tags)
-    parent = ParentRef(run.info.run_id, experiment_id, settings.uri)
-    path = write_parent_ref(sweep_dir, parent)
-    log.info("MLflow sweep parent run %s (study %s), id in %s", parent.run_id, study, path)
+    parent = sweep_parent(client, settings, study, config.hydra.overrides.task, sweep_dir, find=False,
+                          tags={SWEEP_DIR_TAG: str(sweep_dir)})
     return client, parent
 
 

@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OUTCOMES, RUNNING, SUCCESS
+from rookworld.specs.sweep import DIRECTIONS
+from rookworld.stats.intervals import Estimate
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import (CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STEPS_METRIC, STOP_REASON_TAG,
@@ -38,7 +40,6 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from optuna.trial import FrozenTrial
 
-DIRECTIONS = ("maximize", "minimize")
 Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
 STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
@@ -167,8 +168,6 @@ def evaluation_interval(objective: float | None, se: float | None) -> dict[str, 
 
 def seeds_interval(trial: FrozenTrial) -> dict[str, Any]:
     """A staged trial's 95% t-interval over its seeds at the last rung every seed reached."""
-    from rookworld.sweep.staged.stage_report import Estimate
-
     scores = trial.user_attrs.get(SCORES_ATTR, [])
     if not scores:
         return {}

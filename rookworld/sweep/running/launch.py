@@ -26,17 +26,17 @@ from optuna.distributions import CategoricalDistribution
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError, require
+from rookworld.config import ConfigError, load_sweeper, require
 from rookworld.interrupts import Interrupted, interrupts_unmasked
 from rookworld.specs.inert import check_swept_knobs_act
+from rookworld.specs.sweep import Sweeper
 from rookworld.sweep.storage.clock import StorageClock
-from rookworld.sweep.job.context import ParentRef, write_parent_ref
+from rookworld.sweep.job.context import ParentRef
 from rookworld.sweep.running.gpus import worker_gpus, worker_threads
 from rookworld.sweep.storage.lock import StorageFault, storage_lock
 from rookworld.sweep.report.mlflow_parent import (SUMMARY_ARTIFACT_DIR, end_orphan_runs, finish_study_parent, study_parent_run,
                                            tracking_enabled)
 from rookworld.sweep.running.mps import MpsDaemon, MpsUnavailable, mps_mode
-from rookworld.sweep.running.settings import SweepSettings
 from rookworld.sweep.running.space import SearchSpace, make_sampler
 from rookworld.sweep.staged.stage_report import study_stage_report
 from rookworld.sweep.staged.stages import VERDICT_ATTR, is_search
@@ -78,8 +78,8 @@ class Launch:
                 raw: dict[str, Any]) -> Launch:
         base_dir = hydra_base_dir()
         try:
-            settings = SweepSettings.parse(raw)
-            space = SearchSpace.parse(settings.params, arguments)
+            settings = load_sweeper(raw)
+            space = SearchSpace.parse(settings.search_params(), arguments)
             probe = check_trial_configs(config, context, space, settings.validate)
             settings = check_stages(settings, probe)
             make_sampler(settings.sampler, 0, space)
@@ -98,7 +98,7 @@ class Launch:
         try:
             daemon = MpsDaemon.for_workers(mps, gpus, launch_dir / ".sweep")
             tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
-            launch_number, parent = join_study(config, settings, storage, base_dir, tracking)
+            launch_number, parent = join_study(config, settings, storage, base_dir, tracking, launch_dir)
         except (UserError, MpsUnavailable) as error:
             if daemon is not None:
                 daemon.stop()
@@ -107,8 +107,6 @@ class Launch:
                 raise UserError(f"trial.mps=on: CUDA MPS unavailable ({error}); trial.mps=auto falls back to time "
                                 "slicing") from error
             raise
-        if parent is not None:
-            write_parent_ref(launch_dir, parent)  # every trial's Tracker files its run under it
         shown = dataclasses.replace(settings, storage=masked(url))
         spec = WorkerSpec(context, config, TaskRef.of(task), shown, space, str(launch_dir), launch_number, base_dir,
                           {"instances": Singleton.get_state()["instances"]})  # resolvers: re-registered there
@@ -311,7 +309,7 @@ def _death(code: int) -> str:
 # ---------------------------------------------------------------- stages
 
 
-def work_left(study: optuna.Study, settings: SweepSettings, slots: int) -> int:
+def work_left(study: optuna.Study, settings: Sweeper, slots: int) -> int:
     """Search trials still to start; a staged sweep without its verdict: at least `slots`."""
     trials = study.get_trials(deepcopy=False)
     counted = sum(is_search(t) and t.state != TrialState.WAITING and not is_stale_failure(t) for t in trials)
@@ -321,7 +319,7 @@ def work_left(study: optuna.Study, settings: SweepSettings, slots: int) -> int:
     return left
 
 
-def check_stages(settings: SweepSettings, probe: DictConfig) -> SweepSettings:
+def check_stages(settings: Sweeper, probe: DictConfig) -> Sweeper:
     """A staged sweep's knobs against the trial config: its rungs end at `steps`, its jobs report nothing."""
     if settings.stages is None:
         return settings
@@ -338,7 +336,7 @@ def check_position_blocks(stages: Any, probe: DictConfig) -> None:
     if probe.eval.draw != "blocks":
         return
     from rookworld.components import heldout_problems
-    from rookworld.data.blocks import game_blocks
+    from rookworld.stats.blocks import game_blocks
     from rookworld.config import load_run
 
     spec = load_run(probe)
@@ -481,7 +479,7 @@ def make_launch_dir(wanted: Path) -> Path:
 # ---------------------------------------------------------------- the study
 
 
-def open_study_storage(settings: SweepSettings, base_dir: str) -> BaseStorage:
+def open_study_storage(settings: Sweeper, base_dir: str) -> BaseStorage:
     try:
         return open_storage(settings.storage, base_dir, settings.timeouts)
     except (*STORAGE_ERRORS, StorageFault) as error:
@@ -489,7 +487,7 @@ def open_study_storage(settings: SweepSettings, base_dir: str) -> BaseStorage:
                         f"({redacted(one_line(error), settings.storage)})") from error
 
 
-def open_tracking(config: DictConfig, settings: SweepSettings, base_dir: str) -> tuple[Any, Any] | None:
+def open_tracking(config: DictConfig, settings: Sweeper, base_dir: str) -> tuple[Any, Any] | None:
     """(client, settings) of the MLflow store, opened; None when tracking is off. A fresh store is created (its
     migrations run) under a lock of its own, not the study's: launches started at once do not race on it."""
     if not tracking_enabled(config):
@@ -503,7 +501,7 @@ def open_tracking(config: DictConfig, settings: SweepSettings, base_dir: str) ->
                         f"parent run ({one_line(error)})") from error
 
 
-def check_direction(settings: SweepSettings, storage: BaseStorage) -> None:
+def check_direction(settings: Sweeper, storage: BaseStorage) -> None:
     """An existing study must have the sweep's direction (checked again under the lock, for a study created meanwhile)."""
     try:
         study = optuna.load_study(study_name=settings.study_name, storage=storage)
@@ -514,8 +512,8 @@ def check_direction(settings: SweepSettings, storage: BaseStorage) -> None:
                         f"with direction {study.direction.name.lower()} (another study_name starts a new one)")
 
 
-def join_study(config: DictConfig, settings: SweepSettings, storage: BaseStorage, base_dir: str,
-               tracking: tuple[Any, Any] | None) -> tuple[int, ParentRef | None]:
+def join_study(config: DictConfig, settings: Sweeper, storage: BaseStorage, base_dir: str,
+               tracking: tuple[Any, Any] | None, launch_dir: Path) -> tuple[int, ParentRef | None]:
     """Under the study's lock: create or load it, number this launch, fail stale trials, get the parent run."""
     clock = StorageClock(settings.storage, base_dir, settings.timeouts.connect_args())
     with storage_lock(settings.storage, base_dir, f"study:{settings.study_name}", settings.timeouts):
@@ -534,7 +532,8 @@ def join_study(config: DictConfig, settings: SweepSettings, storage: BaseStorage
             study.set_user_attr(SUMMARISED_ATTR, None)  # extended (a larger n_trials): summarised again at its end
         client, tracking_settings = tracking
         try:
-            parent = study_parent_run(client, tracking_settings, config, study, reopen=not (done and summarised))
+            parent = study_parent_run(client, tracking_settings, config, study, launch_dir,
+                                      reopen=not (done and summarised))
         except Exception as error:  # the tracking store failed under us
             raise UserError(f"tracking.uri={config.tracking.uri!r}: cannot start the sweep's MLflow parent run "
                             f"({one_line(error)})") from error

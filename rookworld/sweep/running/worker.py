@@ -47,10 +47,10 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, open_dict
 from optuna.trial import TrialState
 
+from rookworld.specs.sweep import Sweeper
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.storage.lock import storage_lock
 from rookworld.sweep.staged.rungs import ItemResult, ItemRun
-from rookworld.sweep.running.settings import SweepSettings
 from rookworld.sweep.running.space import SearchSpace, make_sampler
 from rookworld.sweep.staged.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView,
                                     due, halving_report, is_search)
@@ -78,7 +78,7 @@ class WorkerSpec:
     hydra_context: HydraContext
     config: DictConfig
     task: TaskRef
-    settings: SweepSettings
+    settings: Sweeper
     space: SearchSpace
     launch_dir: str
     launch: int

@@ -28,8 +28,8 @@ from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from rookworld.specs.sweep import Stages
 from rookworld.sweep.staged.stages import SEARCH, SUCCESS, Item
-from rookworld.sweep.staged.stage_settings import StageSettings
 
 
 @dataclass
@@ -53,7 +53,7 @@ Record = Callable[[ItemResult], None]  # progress so far, stored on the trial
 @dataclass
 class ItemRun:
     item: Item
-    settings: StageSettings
+    settings: Stages
     root: Path  # the stages' checkpoint folder
     penalty: float  # the score of a seed whose run diverged (objective.failure_penalty)
     run_job: RunJob

@@ -21,39 +21,13 @@ import optuna
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import TrialState
 
-from rookworld.sweep.staged.racing import RaceState
-from rookworld.sweep.staged.stage_settings import StageSettings
+from rookworld.specs.sweep import Stages
+from rookworld.stats.intervals import Estimate, rho_text, spearman
+from rookworld.stats.racing import RaceState
+from rookworld.stats.verdict import Verdict
 from rookworld.sweep.staged.stages import (BASELINE, CONFIG_ATTR, CONFIRM, SECONDS_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR,
                                     StageView, segment_scores)
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR
-from rookworld.sweep.staged.verdict import Verdict
-
-CONFIDENCE = 0.95
-
-
-@dataclass(frozen=True)
-class Estimate:
-    """A configuration's mean over its seeds and the 95% t-interval (nan with one seed)."""
-
-    mean: float
-    low: float
-    high: float
-    seeds: int
-
-    @classmethod
-    def of(cls, scores: Mapping[int, float]) -> Estimate:
-        values = list(scores.values())
-        mean = statistics.fmean(values)
-        if len(values) < 2:
-            return cls(mean, math.nan, math.nan, len(values))
-        from scipy import stats  # on first use: ~1 s that every sweep launch would pay
-        half = stats.t.ppf(0.5 + CONFIDENCE / 2, len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
-        return cls(mean, mean - half, mean + half, len(values))
-
-    def text(self) -> str:
-        if math.isnan(self.low):
-            return f"{self.mean:.4f} (1 seed, no interval)"
-        return f"{self.mean:.4f} (95% CI {self.low:.4f}..{self.high:.4f}, {self.seeds} seeds)"
 
 
 def name(config: str) -> str:
@@ -121,17 +95,6 @@ def mean_at(by_rung: dict[int, dict[int, float]], rung: int) -> float:
     return statistics.fmean(by_rung[rung].values())
 
 
-def rho_text(rho: float, n: int) -> str:
-    """Spearman's rho over n configurations with its 95% interval (Fisher's z, Fieller's variance 1.06 / (n - 3));
-    never without one."""
-    if math.isnan(rho) or n < 4:
-        return "n/a (fewer than 4 configurations, or tied scores: no interval)"
-    from scipy import stats  # on first use: ~1 s that every sweep launch would pay
-    half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * math.sqrt(1.06 / (n - 3))
-    z = math.atanh(max(min(rho, 0.999), -0.999))  # a rank correlation of exactly +-1 is clipped (its z is infinite)
-    return f"{rho:+.2f} (95% CI {math.tanh(z - half):+.2f}..{math.tanh(z + half):+.2f}, {n} configurations)"
-
-
 def race_section(view: StageView, state: RaceState) -> list[str]:
     s = view.settings
     raced = view.race_scores()
@@ -165,14 +128,6 @@ def fidelity(view: StageView, state: RaceState, per_config: dict[str, dict[int, 
                        if rung in per_config.get(c, {}))
         result.append(Fidelity(rung, spearman([p[1] for p in points], [p[2] for p in points]), points))
     return result
-
-
-def spearman(xs: list[float], ys: list[float]) -> float:
-    """Spearman's rho; nan with fewer than 3 points or a side that does not vary (no ranking to compare)."""
-    if len(xs) < 3 or len(set(xs)) < 2 or len(set(ys)) < 2:
-        return math.nan
-    from scipy import stats  # on first use: ~1 s that every sweep launch would pay
-    return float(stats.spearmanr(xs, ys).statistic)
 
 
 def seconds_section(view: StageView, per_gpu: int) -> list[str]:
@@ -253,7 +208,7 @@ def compared_config(view: StageView) -> str | None:
     return finalists[0] if finalists else None
 
 
-def study_stage_report(study: optuna.Study, stages: StageSettings, n_trials: int, config: DictConfig,
+def study_stage_report(study: optuna.Study, stages: Stages, n_trials: int, config: DictConfig,
                        differences_of: Callable[[tuple, tuple], Mapping[str, tuple]] | None = None
                        ) -> tuple[str, list[Fidelity]]:
     """The report of a staged study as far as it has got (`config`: the sweep's composed config, for the failure

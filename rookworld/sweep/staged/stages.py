@@ -6,10 +6,10 @@ Every piece of work is an Optuna trial whose user attrs (`rookworld:work.*`) say
   sampler's trials, and the **baseline** (`hydra.sweeper.stages.baseline` overrides instead of sampled
   params), enqueued first. Successive halving stops a configuration at a rung.
 - **race**: one configuration on one added seed at the full horizon. The race
-  (rookworld/sweep/staged/racing.py) runs the `race.top` best searched configurations and the baseline; the
+  (rookworld/stats/racing.py) runs the `race.top` best searched configurations and the baseline; the
   search's full-horizon scores are its first rounds.
 - **confirm**: a finalist (a race survivor) or the baseline on one fresh seed, scored on the test
-  positions; once every run is in, the verdict (rookworld/sweep/staged/verdict.py) is stored on the study.
+  positions; once every run is in, the verdict (rookworld/stats/verdict.py) is stored on the study.
 
 `due()` derives the next stage's runs from what the study records, and nothing else: called under the
 study's lock by every worker before it asks (rookworld/sweep/running/worker.py), it enqueues only runs no trial
@@ -20,17 +20,17 @@ sampler learns from the sampled search trials only.
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from optuna.trial import FrozenTrial, TrialState
 
-from rookworld.sweep.staged.racing import RaceState, race
-from rookworld.sweep.staged.stage_settings import StageSettings
+from rookworld.stats.blocks import game_blocks
+from rookworld.specs.sweep import Stages
+from rookworld.stats.racing import RaceState, race
+from rookworld.stats.verdict import Verdict, confirm
 from rookworld.sweep.storage.study import CARRIED_PREFIX, OUTCOME_ATTR, is_stale_failure
-from rookworld.sweep.staged.verdict import Verdict, confirm
 
 WORK = CARRIED_PREFIX  # a re-queued trial carries these attrs (rookworld/sweep/storage/study.py)
 STAGE_ATTR = WORK + "stage"
@@ -98,13 +98,13 @@ def is_search(trial: FrozenTrial) -> bool:
 class StageView:
     """A staged study as its stages see it (the report reads the same view)."""
 
-    settings: StageSettings
+    settings: Stages
     trials: tuple[FrozenTrial, ...]  # stale failures left out
     n_trials: int
     cut: tuple[FrozenTrial, ...] = ()  # the stale failures: runs cut by the end of their machine (re-queued)
 
     @classmethod
-    def of(cls, trials: Sequence[FrozenTrial], settings: StageSettings, n_trials: int) -> StageView:
+    def of(cls, trials: Sequence[FrozenTrial], settings: Stages, n_trials: int) -> StageView:
         return cls(settings, tuple(t for t in trials if not is_stale_failure(t)), n_trials,
                    tuple(t for t in trials if is_stale_failure(t)))
 
@@ -287,12 +287,29 @@ def filler(view: StageView, items: list[Item]) -> list[Item]:
     return [] if waiting else items[:1]
 
 
-def baseline_runs(s: StageSettings) -> list[Item]:
+def baseline_runs(s: Stages) -> list[Item]:
     """The baseline's race runs (beyond its search seeds) and confirmation runs: what the race and the
     confirmation would ask of it, known before the search ends."""
     race = [Item(RACE, BASELINE, s.baseline, (seed,)) for seed in s.race_seeds() if seed not in s.search_seeds()]
     return [*race, *(Item(CONFIRM, BASELINE, s.baseline, (seed,)) for seed in s.confirm_seeds())]
 
 
-def mean(scores: dict[int, float]) -> float:
-    return statistics.fmean(scores.values())
+def confirmation_blocks(trials: Iterable[Any], finalist: str, part_games: Sequence[Hashable | None],
+                        num_policy: int) -> list[tuple[list[float], list]]:
+    """Per fresh seed of a staged sweep's confirmation (its Optuna trials): the finalist's minus the baseline's
+    per-position P: scores on the seed's block (eval.draw=blocks, eval.num_policy = `num_policy`), and each
+    position's game; `part_games`: the game index of each P: problem of the test part, in file order."""
+    scores = {}
+    for trial in trials:
+        item = Item.of(trial)
+        if item is not None and item.stage == CONFIRM and trial.state == TrialState.COMPLETE:
+            for seed, values in trial.user_attrs.get(PROBLEMS_ATTR, {}).items():
+                scores[item.config, int(seed)] = values
+    blocks = game_blocks(part_games, num_policy)
+    paired = []
+    for (config, seed), values in sorted(scores.items()):
+        if config == finalist and (BASELINE, seed) in scores:
+            baseline = scores[BASELINE, seed]
+            games = [part_games[i] for i in blocks[seed % len(blocks)]]
+            paired.append(([a - b for a, b in zip(values[:num_policy], baseline[:num_policy])], games))
+    return paired

@@ -25,7 +25,7 @@ import sqlalchemy
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import NullPool
 
-from rookworld.sweep.running.periodic import Periodic
+from rookworld.sweep.storage.periodic import Periodic
 from rookworld.sweep.storage.storage_url import DbTimeouts, database_url, is_database, masked, redacted, storage_file
 from rookworld.tracking import one_line
 

@@ -5,15 +5,13 @@ A URL may hold a password (`postgresql://user:PASSWORD@host/db`): `masked(url)` 
 """
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import OmegaConf
 
-from rookworld.config import require
+from rookworld.specs.sweep import TIMEOUT_KNOBS, DbTimeouts
 from rookworld.tracking import CONF_DIR, absolute_path, resolve_uri
 
 SWEEPER_CONFIG = CONF_DIR / "hydra" / "sweeper" / "rookworld_optuna.yaml"
@@ -58,56 +56,11 @@ def redacted(text: str, url: str) -> str:
     return text.replace(secret, MASK) if secret else text
 
 
-@dataclass(frozen=True)
-class DbTimeouts:
-    """How long a database storage may keep a sweep waiting (the sweeper's PostgreSQL knobs)."""
-
-    connect_s: float  # to connect (and log in)
-    statement_s: float  # one statement of Optuna's
-    lock_wait_s: float  # to get the study's lock
-    lock_lease_s: float  # a lock holder silent this long (a frozen or lost node) loses the lock
-
-    def connect_args(self) -> dict[str, Any]:
-        """psycopg2 arguments of every storage connection: a bounded connect, statement timeout, keepalives."""
-        return {"connect_timeout": max(2, math.ceil(self.connect_s)),  # libpq's floor is 2 s
-                "options": f"-c statement_timeout={_ms(self.statement_s)} {self._dead_peer_options()}",
-                **self._keepalives()}
-
-    def lock_connect_args(self) -> dict[str, Any]:
-        """The lock's own connection: waits for the lock up to lock_wait_s; its session ends once it sits idle
-        in its transaction for lock_lease_s (the holder refreshes it while it lives)."""
-        return {"connect_timeout": max(2, math.ceil(self.connect_s)),
-                "options": f"-c lock_timeout={_ms(self.lock_wait_s)} "
-                           f"-c idle_in_transaction_session_timeout={_ms(self.lock_lease_s)} {self._dead_peer_options()}",
-                **self._keepalives()}
-
-    def _keepalives(self) -> dict[str, Any]:
-        idle = max(1, math.ceil(self.lock_lease_s / 3))
-        return {"keepalives": 1, "keepalives_idle": idle, "keepalives_interval": idle, "keepalives_count": 3}
-
-    def _dead_peer_options(self) -> str:
-        """The server drops a connection whose peer stopped answering (a lost node) after lock_lease_s."""
-        idle = max(1, math.ceil(self.lock_lease_s / 3))
-        return (f"-c tcp_keepalives_idle={idle} -c tcp_keepalives_interval={idle} -c tcp_keepalives_count=3 "
-                f"-c tcp_user_timeout={_ms(self.lock_lease_s)}")
-
-
-TIMEOUT_KNOBS = ("connect_timeout_s", "statement_timeout_s", "lock_wait_s", "lock_lease_s")
-
-
-def parse_timeouts(raw: dict[str, Any]) -> DbTimeouts:
-    """The PostgreSQL timeouts among the sweeper's knobs, checked."""
-    for knob in TIMEOUT_KNOBS:
-        value = raw[knob]
-        require(isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0, "hydra.sweeper." + knob, value,
-                "must be a number > 0")
-    return DbTimeouts(*(float(raw[knob]) for knob in TIMEOUT_KNOBS))
-
-
 def default_timeouts() -> DbTimeouts:
     """The timeouts conf/hydra/sweeper/rookworld_optuna.yaml sets (for tools that read a study outside a sweep)."""
-    return parse_timeouts(OmegaConf.to_container(OmegaConf.load(SWEEPER_CONFIG)))
+    return timeouts_of(OmegaConf.load(SWEEPER_CONFIG))
 
 
-def _ms(seconds: float) -> int:
-    return max(1, round(seconds * 1000))
+def timeouts_of(sweeper: Any) -> DbTimeouts:
+    """The DbTimeouts of the sweeper's knobs (`hydra.sweeper`, checked by its Sweeper spec when the sweep began)."""
+    return DbTimeouts(*(float(sweeper[knob]) for knob in TIMEOUT_KNOBS))

@@ -12,7 +12,7 @@ Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the
 - Trial number: the worker that asked a trial runs its job with the override `trial.number=N`
   (rookworld/sweep/running/worker.py); the job's pruning hook binds to trial N of the study by it (`trial_id`).
 - Stale trials: each worker stamps the trial it runs with its host id, pid and start time
-  (rookworld/sweep/running/host.py) and a heartbeat by the storage's clock (rookworld/sweep/storage/clock.py;
+  (rookworld/sweep/storage/host.py) and a heartbeat by the storage's clock (rookworld/sweep/storage/clock.py;
   system attr `rookworld:sweeper`), again every heartbeat interval. A RUNNING trial is stale when
   its worker is gone (same host id, process no longer running) or its heartbeat is older than the
   grace period by the storage's clock (any host: no two hosts' wall clocks are compared). A stale
@@ -38,10 +38,10 @@ from sqlalchemy.exc import SQLAlchemyError
 
 from rookworld.tracking import CONF_DIR, one_line
 from rookworld.sweep.storage.clock import StorageClock
-from rookworld.sweep.running.host import host_id, process_alive, process_start
+from rookworld.sweep.storage.host import host_id, process_alive, process_start
 from rookworld.sweep.storage.journal import SafeJournalBackend
 from rookworld.sweep.storage.lock import StorageFault, storage_lock
-from rookworld.sweep.running.periodic import Periodic
+from rookworld.sweep.storage.periodic import Periodic
 from rookworld.sweep.storage.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
 
 log = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ def trial_id(storage: BaseStorage, study_name: str, number: int) -> int:
 
 @dataclass(frozen=True)
 class Owner:
-    """The worker process running a trial: its host id, pid and start time (rookworld/sweep/running/host.py)."""
+    """The worker process running a trial: its host id, pid and start time (rookworld/sweep/storage/host.py)."""
 
     host: str
     pid: int
@@ -128,6 +128,13 @@ class Heartbeat:
 
     `own(trial_id)` stamps a trial at once and keeps stamping it until it is finished (told by the
     sweeper or pruned by its job).
+
+    On every storage, SQLite and PostgreSQL too: RDBStorage's own heartbeat (heartbeat_interval, grace_period,
+    failed_trial_callback) cannot keep three tested behaviours (tests/test_sweeps.py, stale trials): it knows
+    only the time since the last beat, so a worker that died on this host is not failed at once by its pid;
+    it fails the trial first and calls the callback after, when the storage refuses the `fail_reason` and
+    `rookworld:stale` attrs that tell a cut run from one that raised (finished_count, the stage report); and
+    the journal storage, the sweeps' default, has no heartbeat at all.
     """
 
     def __init__(self, storage: BaseStorage, interval_s: float, clock: StorageClock) -> None:

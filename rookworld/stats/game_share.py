@@ -11,22 +11,19 @@ ANOVA estimator pooled over blocks (each block its own mu):
 
 and at a block with game weights w_j (the share of its positions each game holds) the game-level share of the
 block term's variance is between x sum w_j^2 / (between x sum w_j^2 + within / N). The simulation's `game_share`
-(rookworld/sweep/simulation.py) is this share at a block cut across the games (w_j = about the games' shares of the part: a block holds most of its games).
+(rookworld/stats/simulation.py) is this share at a block cut across the games (w_j = about the games' shares of the part: a block holds most of its games).
 
 On a sweep (rookworld/sweep/staged/stages.py): each run records its per-problem scores at the full horizon in its
 draw's order (PROBLEMS_ATTR, P: problems first), and with eval.draw=blocks a seed's block is cut again from the
-part's games (confirmation_blocks) to name each position's game. Only P: positions have games. On the first
+part's games (stages.confirmation_blocks) to name each position's game. Only P: positions have games. On the first
 chess sweep: game_variance(confirmation_blocks(study.get_trials(), finalist, [p.game for p in test P:], 1000)).
 """
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-
-from rookworld.data.blocks import game_blocks
 
 
 @dataclass(frozen=True)
@@ -65,28 +62,3 @@ def game_variance(blocks: Iterable[tuple[Sequence[float], Sequence[Hashable]]]) 
     within = ss_within / df_within
     between = max(0.0, (ss_between / df_between - within) / (n0_sum / df_between))
     return GameVariance(count, positions, games, between, within)
-
-
-def confirmation_blocks(trials: Iterable[Any], finalist: str, part_games: Sequence[Hashable | None],
-                        num_policy: int) -> list[tuple[list[float], list]]:
-    """Per fresh seed of a staged sweep's confirmation (its Optuna trials): the finalist's minus the baseline's
-    per-position P: scores on the seed's block (eval.draw=blocks, eval.num_policy = `num_policy`), and each
-    position's game; `part_games`: the game index of each P: problem of the test part, in file order."""
-    from optuna.trial import TrialState
-
-    from rookworld.sweep.staged.stages import BASELINE, CONFIRM, PROBLEMS_ATTR, Item
-
-    scores = {}
-    for trial in trials:
-        item = Item.of(trial)
-        if item is not None and item.stage == CONFIRM and trial.state == TrialState.COMPLETE:
-            for seed, values in trial.user_attrs.get(PROBLEMS_ATTR, {}).items():
-                scores[item.config, int(seed)] = values
-    blocks = game_blocks(part_games, num_policy)
-    paired = []
-    for (config, seed), values in sorted(scores.items()):
-        if config == finalist and (BASELINE, seed) in scores:
-            baseline = scores[BASELINE, seed]
-            games = [part_games[i] for i in blocks[seed % len(blocks)]]
-            paired.append(([a - b for a, b in zip(values[:num_policy], baseline[:num_policy])], games))
-    return paired

@@ -1,7 +1,7 @@
 """The verdict: do the finalists beat the baseline on fresh seeds?
 
 Each finalist runs with the baseline on seeds that no earlier stage used, scored on the test positions (with
-eval.draw=blocks each seed on its own block). Each is compared with the baseline (rookworld.sweep.staged.paired:
+eval.draw=blocks each seed on its own block). Each is compared with the baseline (rookworld.stats.paired:
 one-sided paired test); with several finalists, Holm's correction keeps the chance of naming any false
 winner at most alpha. The winner is the finalist with the largest mean difference among those whose
 adjusted p <= alpha. The verdict is one line: the mean paired difference, the lower bound that the test
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rookworld.sweep.staged.paired import Comparison, Scores, compare, holm, lower_bound
-from rookworld.sweep.staged.sample_size import detectable_difference
+from rookworld.stats.paired import Comparison, Scores, compare, holm, lower_bound
+from rookworld.stats.sample_size import detectable_difference
 
 POWER = 0.8  # the power at which the verdict states the detectable difference
 TEST_NAMES = {"wilcoxon": "signed-rank test", "t": "paired t-test"}

@@ -25,7 +25,7 @@ from itertools import combinations
 import math
 import statistics
 
-from rookworld.evaluate import score_standard_error
+from rookworld.stats.score_error import score_standard_error
 
 TASKS = ("P", "A")
 

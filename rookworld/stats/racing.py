@@ -17,7 +17,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 import statistics
 
-from rookworld.sweep.staged.paired import Scores, check_test, one_sided_p, paired_differences
+from rookworld.stats.paired import Scores, check_test, one_sided_p, paired_differences
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ the position-weighted mean over the games it covers; the rest is drawn per block
 block cut across the games (draw "positions"), where it was measured; cut by whole games, a block covers ~12
 games instead of most of the part, so the same per-game fit weighs more in one block but is independent between
 blocks. The parts' game structure is `validation` and `test` (games x positions per game, file order by game),
-cut as the run cuts them (rookworld/data/blocks.py), `block` positions a block; seed s is scored on block
+cut as the run cuts them (rookworld/stats/blocks.py), `block` positions a block; seed s is scored on block
 s modulo the blocks, the confirmation's seeds following the race's:
 
     draw "first"      every seed of a part on its first `block` positions (eval.draw=first)
@@ -20,24 +20,25 @@ s modulo the blocks, the confirmation's seeds following the race's:
 The sweep: `configs` sampled configurations and the baseline on the search seeds (validation), the `race_top`
 best search means and the baseline on the race seeds (the search's among them), the best race mean (the
 baseline aside) against the baseline on fresh seeds on the test positions, one-sided signed-rank test at
-`alpha` (rookworld.sweep.staged.paired's: the same decision as one_sided_p <= alpha). A winner is named when the
+`alpha` (rookworld.stats.paired's: the same decision as one_sided_p <= alpha). A winner is named when the
 test rejects and the mean difference is positive. The race's drops are left out: they only remove
 configurations, and the confirmation alone names the winner.
 
 Vectorised over sweeps (numpy, in chunks): 10,000 sweeps of 50 configurations take a few seconds.
 
-    python -m rookworld.sweep.simulation     # the figures of docs/sweeps.md, Positions
+    python -m rookworld.sweep simulate     # the figures of docs/sweeps.md, Positions
 """
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
 
-from rookworld.data.blocks import game_blocks
-from rookworld.sweep.staged.paired import signed_rank_critical_value, signed_rank_statistic
+from rookworld.stats.blocks import game_blocks
+from rookworld.stats.paired import signed_rank_critical_value, signed_rank_statistic
 
 DRAWS = ("first", "positions", "games")
 CHUNK = 5000  # sweeps simulated at once (bounds the memory)
@@ -165,7 +166,13 @@ def power(regime: Regime, gain: float, sweeps: int = 1000, seed: int = 0) -> flo
     return float(np.mean(winners(regime, true_gain, sweeps, seed) == 0))
 
 
-def main(sweeps: int = 100_000) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--sweeps", type=int, default=100_000, help="null sweeps per regime (default %(default)s)")
+
+
+def run(args: argparse.Namespace) -> int:
+    """The false-winner rate and the power of the measured regime, per game share and draw."""
+    sweeps = args.sweeps
     for share in (0.0, 0.5, 1.0):
         for draw in DRAWS:
             regime = replace(MEASURED, draw=draw, game_share=share)
@@ -173,7 +180,4 @@ def main(sweeps: int = 100_000) -> None:
             print(f"game share {share:.1f}, draw {draw}: false winners {rate:.2%} ({low:.2%}-{high:.2%}) of "
                   f"{sweeps:,} null sweeps; power for +0.01 {power(regime, 0.01, 10_000):.1%}, "
                   f"for +0.005 {power(regime, 0.005, 10_000):.1%}")
-
-
-if __name__ == "__main__":
-    main()
+    return 0

@@ -16,7 +16,7 @@ import math
 
 import numpy as np
 
-from rookworld.sweep.staged.paired import check_test, fewest_seeds_to_decide, signed_rank_critical_value
+from rookworld.stats.paired import check_test, fewest_seeds_to_decide, signed_rank_critical_value
 
 MAX_SEEDS = 1000  # beyond this a difference is not worth racing for
 SIMULATIONS = 20_000  # seed sets per Wilcoxon power: its standard error is at most 0.0035
