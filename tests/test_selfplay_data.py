@@ -18,12 +18,15 @@ SELFPLAY = Path(__file__).resolve().parents[1] / "rookworld" / "data" / "selfpla
 TRAIN = Path(__file__).resolve().parents[1] / "data" / "selfplay" / "train.jsonl.gz"  # regenerated, not shipped
 P_PARTS = {"rl": (57_218, 697, 10_000), "validation": (14_908, 186, 100_000), "test": (16_554, 195, 100_000)}
 A_PARTS = ("validation_arbiter", "test_arbiter")
+FINAL = {"final": (12_039, 150, 100_000)}  # the final pool: new games of its own run (seed 2028), README "The final pool"
+FINAL_RUN = Path(__file__).resolve().parents[1] / "docs" / "runs" / "final_pool"
 pytestmark = pytest.mark.xdist_group("selfplay_data")  # one worker reads each file once (rows() is cached)
 
 
 @lru_cache(maxsize=None)
 def rows(name: str) -> tuple[dict, ...]:
-    path = TRAIN if name == "train" else SELFPLAY / (f"{name}.jsonl.xz" if name == "rl" else f"{name}.jsonl.gz")
+    xz = name in ("rl", "final", "final_arbiter")
+    path = TRAIN if name == "train" else SELFPLAY / (f"{name}.jsonl.xz" if xz else f"{name}.jsonl.gz")
     return tuple(record for _, record in iter_jsonl(path))
 
 
@@ -31,9 +34,9 @@ def keys(name: str) -> set[str]:
     return {position_key(r["fen"]) for r in rows(name)}
 
 
-@pytest.mark.parametrize("part", sorted(P_PARTS))
+@pytest.mark.parametrize("part", sorted({**P_PARTS, **FINAL}))
 def test_each_p_part_has_its_rows_games_and_label_budget(part: str) -> None:
-    n_rows, n_games, nodes = P_PARTS[part]
+    n_rows, n_games, nodes = {**P_PARTS, **FINAL}[part]
     part_rows = rows(part)
     assert len(part_rows) == n_rows == len(keys(part))  # no position twice
     assert len({r["game"] for r in part_rows}) == n_games
@@ -74,11 +77,29 @@ def test_the_a_pools_hold_ten_thousand_transitions_of_positions_no_other_part_ha
     assert (test - keys("test")).isdisjoint(p_positions)
 
 
+def test_the_final_pool_shares_no_position_with_any_other_part_or_bundled_file() -> None:
+    """The final pool (a staged sweep's confirmation reads it, nothing else): its own self-play run (seed 2028,
+    every game of it), every legal move's value at the test pool's budget, and 10,000 A: transitions; no
+    position of it in another shipped part, in a bundled file, or (its A: rows) in another A: pool."""
+    run = json.loads((FINAL_RUN / "run.json").read_text())
+    assert run["seed"] == 2028 and run["engine"]["nodes"] == 10_000 and run["engine"]["multipv"] == 5
+    assert sum(json.loads((FINAL_RUN / "done.json").read_text())["by_split"].values()) == 12_039
+    assert {json.dumps(r["action_values_limit"]) for r in rows("final")} == {'{"nodes": 3000}'}
+    bundled = {position_key(r["fen"]) for name in ("policy_train", "policy_validation", "policy_test",
+                                                    "arbiter_validation", "arbiter_test")
+               for _, r in iter_jsonl(BUNDLED[name])}
+    final, final_a = keys("final"), keys("final_arbiter")
+    assert len(rows("final_arbiter")) == 10_000
+    for part in (*P_PARTS, *A_PARTS):
+        assert final.isdisjoint(keys(part)) and (final_a - final).isdisjoint(keys(part)), part
+    assert final.isdisjoint(bundled) and (final_a - final).isdisjoint(bundled)
+
+
 @pytest.mark.skipif(not TRAIN.exists(), reason="the train split is regenerated: bash tools/selfplay_data.sh")
 def test_the_regenerated_train_split_is_disjoint_from_every_shipped_part() -> None:
     assert len(rows("train")) == 1_027_065
     train_keys, train_games = keys("train"), {r["game"] for r in rows("train")}
-    for part in (*P_PARTS, *A_PARTS):
+    for part in (*P_PARTS, *A_PARTS, *FINAL, "final_arbiter"):
         assert train_keys.isdisjoint(keys(part)), part
     for part in P_PARTS:
         assert train_games.isdisjoint(r["game"] for r in rows(part)), part
@@ -88,8 +109,8 @@ def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluat
     spec = load_run(compose(["data=selfplay"]))
     data = spec.data.as_mapping()
     assert data["policy_train"] == str(SELFPLAY / "rl.jsonl.xz")  # its rows: the tests above
-    assert len(load_arbiter_problems("test", data)) == 10_000
-    for part, n_rows in (("validation", 14_908), ("test", 16_554)):
+    assert len(load_arbiter_problems("test", data)) == len(load_arbiter_problems("final", data)) == 10_000
+    for part, n_rows in (("validation", 14_908), ("test", 16_554), ("final", 12_039)):
         # each P: pool carries every legal move's value once (the loader checks repeats, move_values that the
         # moves are the legal ones)
         problems = load_policy_problems(part, data)

@@ -10,6 +10,7 @@ import torch
 from rookworld.components import build_trainer
 from rookworld.config import load_run
 from rookworld.specs.rules import ConfigError
+from rookworld.sweep.running.launch import check_position_blocks
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
 
@@ -67,7 +68,8 @@ def test_stop_at_must_be_a_prefix(tmp_path: Path, bad: str) -> None:
 
 STAGES = {"enabled": True, "seeds": 2, "first_seed": 0, "rungs": [1, 2], "eta": 2, "baseline": [], "baseline_ahead": False,
           "race": {"top": 2, "max_seeds": 3, "min_seeds": 2, "alpha": 0.05, "test": "wilcoxon", "ahead": 0},
-          "confirm": {"seeds": 2, "finalists": 1, "alpha": 0.05, "test": "wilcoxon"}, "checkpoint_dir": "stages"}
+          "confirm": {"seeds": 2, "finalists": 1, "alpha": 0.05, "test": "wilcoxon", "pool": "test"},
+          "checkpoint_dir": "stages"}
 K = "hydra.sweeper.stages."
 
 
@@ -102,6 +104,7 @@ def stages_with(key: str, value) -> dict:
     ("confirm.finalists", 0, "must be an integer >= 1"),
     ("confirm.alpha", 0, "must be a number in (0, 1)"),
     ("confirm.test", "z", "expected one of wilcoxon, t"),
+    ("confirm.pool", "validation", "expected one of final, test"),
 ])
 def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> None:
     from rookworld.config import load_stages
@@ -199,6 +202,27 @@ def test_each_verdict_preset_composes_and_its_stages_and_trial_config_are_valid(
     plain.pop("hydra")
     assert differences(plain, OmegaConf.to_container(baseline, resolve=False)) == {}
     load_run(baseline)
+    check_position_blocks(stages, sweep)  # the confirmation's pool holds a block for each of its seeds
+
+
+def test_the_final_pool_is_read_by_a_confirmation_alone(tmp_path: Path) -> None:
+    """eval.split=final: refused in one line for a plain run and for data without a final pool; a staged sweep's
+    confirmation run (its worker sets trial.tags.stage=confirm) on data=selfplay reads it; a launch whose
+    confirm.pool names a pool its data lacks stops before any worker starts."""
+    with pytest.raises(ConfigError) as error:
+        load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final"))
+    assert str(error.value) == ("eval.split='final': the final pool is read by a staged sweep's confirmation alone "
+                                "(hydra.sweeper.stages.confirm.pool): select on validation, report on test")
+    with pytest.raises(ConfigError, match=r"^eval.split='final': this data has no final pool"):
+        load_run(tiny_config(tmp_path, "eval.split=final", "+trial.tags.stage=confirm"))
+    confirmation = load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final", "+trial.tags.stage=confirm"))
+    assert confirmation.eval.split == "final"
+
+    from rookworld.config import load_stages
+
+    with pytest.raises(ConfigError) as error:
+        check_position_blocks(load_stages(stages_with("confirm.pool", "final")), tiny_config(tmp_path))
+    assert str(error.value).startswith("hydra.sweeper.stages.confirm.pool=final: this data has no final pool")
 
 
 def test_every_choice_of_the_chess_verdict_space_is_a_run_the_specs_accept() -> None:

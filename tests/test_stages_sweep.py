@@ -29,7 +29,8 @@ STAGED = ["sweeps=smoke", "model=tiny", "trial=stages", "steps=2", "eval.every=0
           "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=1", "hydra.sweeper.stages.enabled=true",
           "hydra.sweeper.stages.seeds=2", "hydra.sweeper.stages.rungs=[1,2]", "hydra.sweeper.stages.race.top=2",
           "hydra.sweeper.stages.race.max_seeds=3", "hydra.sweeper.stages.race.min_seeds=2",
-          "hydra.sweeper.stages.confirm.seeds=2", "hydra.sweeper.stages.baseline_ahead=true"]
+          "hydra.sweeper.stages.confirm.seeds=2", "hydra.sweeper.stages.baseline_ahead=true",
+          "hydra.sweeper.stages.confirm.pool=test"]  # the bundled data has no final pool
 URL = "journal:outputs/optuna/smoke.journal"
 
 
@@ -91,6 +92,7 @@ def test_the_resumed_sweep_runs_every_stage_and_prints_the_report_and_verdict(st
     assert verdict.startswith("verdict: ") and verdict in staged.output
     report = staged.output.split("## Stages\n\n", 1)[1]
     assert report.startswith(verdict + "\n"), report[:500]  # the report leads with its verdict
+    assert "\nConfirmation pool: test (data.policy_test, data.arbiter_test)" in report  # which pool confirmed
     if verdict.startswith("verdict: undecided"):
         assert "runs that raised: trial" in report
     else:  # the mean, the test's own lower bound rounded outward, the test, its level, the detectable difference

@@ -26,7 +26,7 @@ import chess
 
 from rookworld.data.arbiter_stream import ArbiterStream
 from rookworld.data.difficulty import Difficulty
-from rookworld.data.records import HELD_OUT_SPLITS, at_line, check_split, iter_jsonl
+from rookworld.data.records import FINAL, HELD_OUT_SPLITS, at_line, check_split, iter_jsonl
 from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
     Candidate,
@@ -76,11 +76,11 @@ def _action_values(pairs: list) -> tuple[Candidate, ...]:
 
 
 def load_policy_problems(split: str, source: Source = None) -> list[Problem]:
-    """P: problems of `split` ("train" | "validation" | "test"), in file order."""
+    """P: problems of `split` ("train" | "validation" | "test" | "final"), in file order."""
     check_split(split)
     if isinstance(source, Mapping):
         return _policy_from_config(split, source)
-    path = Path(source) if source is not None else BUNDLED[f"policy_{split}"]
+    path = Path(source) if source is not None else _bundled(f"policy_{split}")
     return list(_policy_problems_cached(*_file_key(path)))
 
 
@@ -122,14 +122,14 @@ def _positions_cached(path: str, mtime_ns: int) -> tuple[tuple[str, tuple[str, .
 
 
 def load_arbiter_problems(split: str, source: Source = None) -> list[Problem] | ArbiterStream:
-    """A: problems. "validation" / "test": that held-out part's case file (all rows). "train": the data
+    """A: problems. "validation" / "test" / "final": that held-out part's case file (all rows). "train": the data
     config's training stream (a path source has no case shares: use arbiter_training_stream)."""
     check_split(split)
     if isinstance(source, Mapping):
         return _arbiter_from_config(split, source)
     if split == "train":
         raise ValueError("A: training problems come from a data config (conf/data/*.yaml) or arbiter_training_stream")
-    path = Path(source) if source is not None else BUNDLED[f"arbiter_{split}"]
+    path = Path(source) if source is not None else _bundled(f"arbiter_{split}")
     return list(_arbiter_cases_cached(*_file_key(path)))
 
 
@@ -145,8 +145,20 @@ def _arbiter_cases_cached(path: str, mtime_ns: int) -> tuple[Problem, ...]:
 # -- data config dispatch --------------------------------------------------------------------------
 
 
+def has_final_pool(cfg: Mapping) -> bool:
+    """Whether a data config names a final pool (data.policy_final and data.arbiter_final)."""
+    return cfg.get(f"policy_{FINAL}") is not None and cfg.get(f"arbiter_{FINAL}") is not None
+
+
+def _bundled(key: str) -> Path:
+    if key.endswith(FINAL):
+        raise ValueError(f"this data has no final pool (data.{key} is null): data=selfplay holds one "
+                         "(rookworld/data/selfplay/final.jsonl.xz), or name your own in data.policy_final / arbiter_final")
+    return BUNDLED[key]
+
+
 def _from_hub(split: str, cfg: Mapping) -> bool:
-    if cfg["kind"] != "rookworld7m":
+    if cfg["kind"] != "rookworld7m" or split == FINAL:
         return False
     if cfg["heldout"] not in HELDOUT_SOURCES:
         raise ValueError(f"data.heldout={cfg['heldout']!r}: expected one of {' | '.join(HELDOUT_SOURCES)}")
@@ -157,15 +169,15 @@ def _policy_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
         return list(load_rookworld7m_config(split, cfg).policy)
-    return load_policy_problems(split, cfg[f"policy_{split}"])
+    return load_policy_problems(split, cfg.get(f"policy_{split}"))
 
 
 def _arbiter_from_config(split: str, cfg: Mapping) -> list[Problem]:
     _check_kind(cfg)
     if _from_hub(split, cfg):
         return list(load_rookworld7m_config(split, cfg).arbiter)
-    if split in HELD_OUT_SPLITS:
-        return load_arbiter_problems(split, cfg[f"arbiter_{split}"])
+    if split in (*HELD_OUT_SPLITS, FINAL):
+        return load_arbiter_problems(split, cfg.get(f"arbiter_{split}"))
     path = cfg["arbiter_train"] or cfg["policy_train"] or BUNDLED["policy_train"]
     return arbiter_training_stream(path, dict(cfg["arbiter_cases"]), int(cfg["arbiter_seed"]),
                                    int(cfg["arbiter_pool_size"]), int(cfg["arbiter_pool_walks"]),

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import IO, Iterable, Iterator
 
 HELD_OUT_SPLITS = ("validation", "test")  # validation: all selection; test: the final report only
-SPLITS = ("train", *HELD_OUT_SPLITS)
+FINAL = "final"  # the final pool, where the data has one: a staged sweep's confirmation reads it, nothing else
+SPLITS = ("train", *HELD_OUT_SPLITS, FINAL)
 
 
 def open_text(path: str | Path, mode: str = "rt") -> IO[str]:

@@ -10,7 +10,8 @@ from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
 from rookworld.specs.rules import ConfigError, one_of, require, require_option
 
 
-FILE_KEYS = ("policy_train", "policy_validation", "policy_test", "arbiter_train", "arbiter_validation", "arbiter_test")
+FILE_KEYS = ("policy_train", "policy_validation", "policy_test", "policy_final", "arbiter_train", "arbiter_validation",
+             "arbiter_test", "arbiter_final")
 
 
 @dataclass(frozen=True)
@@ -20,9 +21,11 @@ class BundledData:
     policy_train: str | None
     policy_validation: str | None
     policy_test: str | None
+    policy_final: str | None  # None: no final pool
     arbiter_train: str | None
     arbiter_validation: str | None
     arbiter_test: str | None
+    arbiter_final: str | None
     arbiter_cases: dict[str, float]
     arbiter_pool_size: int
     arbiter_pool_walks: int
@@ -37,6 +40,8 @@ class BundledData:
             raise ConfigError(str(error)) from None
         require(self.arbiter_pool_size >= 1, "data.arbiter_pool_size", self.arbiter_pool_size, "must be >= 1")
         require(self.arbiter_pool_walks >= 1, "data.arbiter_pool_walks", self.arbiter_pool_walks, "must be >= 1")
+        require((self.policy_final is None) == (self.arbiter_final is None), "data.policy_final", self.policy_final,
+                f"a final pool has both parts: data.arbiter_final is {self.arbiter_final!r}")
         for key in FILE_KEYS:
             path = getattr(self, key)
             require(path is None or Path(path).is_file(), f"data.{key}", path,

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from rookworld.data.positions import has_final_pool
+from rookworld.data.records import FINAL
 from rookworld.specs.data import Data
 from rookworld.specs.difficulty import Difficulty
 from rookworld.specs.eval import Eval
@@ -16,6 +18,7 @@ from rookworld.specs.optimizer import Optimizer
 from rookworld.specs.reward import Graduated, MoveValue, Reward
 from rookworld.specs.rules import is_device, require, require_available, require_bool, resolve_device
 from rookworld.specs.sampling import Sampling
+from rookworld.specs.sweep import CONFIRMATION_STAGE
 from rookworld.specs.task_mix import TaskMix
 from rookworld.specs.tracking import Tracking
 
@@ -96,6 +99,7 @@ class RunSpec:
         require(1 <= self.grpo.num_minibatches <= batch, "grpo.num_minibatches", self.grpo.num_minibatches,
                 f"must be between 1 and prompts_per_step * group_size = {batch}")
         self._check_reward_aggregation()
+        self._check_final_pool()
         check_device(self.device)
         if isinstance(self.kl, KLFixed) and self.kl.ref_device != "same":
             require_available(self.kl.ref_device, "kl.ref_device", "same or cpu")
@@ -104,6 +108,17 @@ class RunSpec:
     def end_step(self) -> int:
         """The step this run ends at: `stop_at`, a prefix of the `steps` its schedules span, else `steps`."""
         return self.steps if self.stop_at is None else self.stop_at
+
+    def _check_final_pool(self) -> None:
+        """The final pool confirms without selection bias only while nothing else reads it: a staged sweep's
+        confirmation runs (trial.tags.stage=confirm, set by its worker) and nothing else."""
+        if self.eval.split != FINAL:
+            return
+        require(has_final_pool(self.data.as_mapping()), "eval.split", FINAL,
+                "this data has no final pool (data.policy_final / arbiter_final are null; data=selfplay has one)")
+        require(self.trial.get("tags", {}).get("stage") == CONFIRMATION_STAGE, "eval.split", FINAL,
+                "the final pool is read by a staged sweep's confirmation alone (hydra.sweeper.stages.confirm.pool): "
+                "select on validation, report on test")
 
     def _check_reward_aggregation(self) -> None:
         aggregation = self.grpo.reward_aggregation

@@ -2,8 +2,8 @@
 starts: Sweeper, its staged sweep's Stages (Race, Confirm) and the storage's DbTimeouts.
 
 A staged sweep runs every configuration on k paired seeds, rung by rung, races the best at the full horizon
-against the baseline on added seeds, and confirms the survivors on fresh seeds on the test positions
-(rookworld/sweep/staged/stages.py). Seeds are numbered from `first_seed`: the search uses the first `seeds`,
+against the baseline on added seeds, and confirms the survivors on fresh seeds on `confirm.pool`: the final
+pool, which nothing else reads, or the test part (rookworld/sweep/staged/stages.py). Seeds are numbered from `first_seed`: the search uses the first `seeds`,
 the race the first `race.max_seeds` (the search's among them), the confirmation the next `confirm.seeds`,
 which no earlier stage used.
 """
@@ -19,6 +19,8 @@ from rookworld.stats.paired import TESTS
 KEY = "hydra.sweeper."
 STAGES = KEY + "stages."
 DIRECTIONS = ("maximize", "minimize")
+CONFIRMATION_STAGE = "confirm"  # trial.tags.stage of a confirmation run: the one run that may read the final pool
+CONFIRM_POOLS = ("final", "test")  # hydra.sweeper.stages.confirm.pool
 
 
 def _alpha(value: float, key: str) -> None:
@@ -52,9 +54,11 @@ class Confirm:
     finalists: int  # race survivors confirmed (Holm over them)
     alpha: float
     test: str
+    pool: str  # the held-out part it scores: final (read by nothing else) | test
 
     def __post_init__(self):
         key = STAGES + "confirm."
+        require(self.pool in CONFIRM_POOLS, key + "pool", self.pool, f"expected one of {', '.join(CONFIRM_POOLS)}")
         require_int(self.seeds, key + "seeds", 2)
         require_int(self.finalists, key + "finalists", 1)
         _alpha(self.alpha, key + "alpha")

@@ -26,9 +26,10 @@ from optuna.distributions import CategoricalDistribution
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError, load_sweeper, require
+from rookworld.config import load_sweeper
 from rookworld.interrupts import Interrupted, interrupts_unmasked
 from rookworld.specs.inert import check_swept_knobs_act
+from rookworld.specs.rules import ConfigError, require
 from rookworld.specs.sweep import Sweeper
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.job.context import ParentRef
@@ -331,18 +332,24 @@ def check_stages(settings: Sweeper, probe: DictConfig) -> Sweeper:
 
 
 def check_position_blocks(stages: Any, probe: DictConfig) -> None:
-    """With eval.draw=blocks, each part holds a block for every seed scored on it (the race's on validation, the
-    confirmation's on test): a block seen by two seeds would share its position term between them."""
-    if probe.eval.draw != "blocks":
-        return
+    """The trial's data holds the confirmation's pool (hydra.sweeper.stages.confirm.pool), and with
+    eval.draw=blocks each part holds a block for every seed scored on it (the race's on validation, the
+    confirmation's on its pool): a block seen by two seeds would share its position term between them."""
     from rookworld.components import heldout_problems
     from rookworld.stats.blocks import game_blocks
     from rookworld.config import load_run
 
     spec = load_run(probe)
+    pool = stages.confirm.pool
+    try:
+        parts = {"validation": heldout_problems("validation", spec.data), pool: heldout_problems(pool, spec.data)}
+    except ValueError as error:
+        raise ConfigError(f"hydra.sweeper.stages.confirm.pool={pool}: {error}") from None
+    if probe.eval.draw != "blocks":
+        return
     for split, seeds, stage in (("validation", stages.race.max_seeds, "race.max_seeds"),
-                                ("test", stages.confirm.seeds, "confirm.seeds")):
-        for task, problems in zip(("policy", "arbiter"), heldout_problems(split, spec.data)):
+                                (pool, stages.confirm.seeds, "confirm.seeds")):
+        for task, problems in zip(("policy", "arbiter"), parts[split]):
             size = int(probe.eval[f"num_{task}"])
             blocks = len(game_blocks([p.game for p in problems], size)) if size else seeds
             require(blocks >= seeds, f"eval.num_{task}", size, f"the {split} part ({len(problems)}) holds {blocks} "

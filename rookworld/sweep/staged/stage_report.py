@@ -147,7 +147,8 @@ def seconds_section(view: StageView, per_gpu: int) -> list[str]:
 def stage_report(view: StageView, verdict: str | None, per_gpu: int,
                  differences: Mapping[str, tuple] | None, compared: str | None) -> tuple[str, list[Fidelity]]:
     """The report's markdown, and the fidelity figures (for the plot)."""
-    lines = ["## Stages", "", verdict or "verdict: not reached yet (the same command goes on)"]
+    lines = ["## Stages", "", verdict or "verdict: not reached yet (the same command goes on)", "",
+             pool_line(view.settings.confirm.pool)]
     if differences is not None and compared is not None:
         lines += ["", f"{name(compared)} against the baseline, the keys that differ:"]
         lines += [f"- `{key}`: {old!r} (baseline) -> {new!r}" for key, (old, new) in differences.items()] or ["- none"]
@@ -165,7 +166,7 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
         finalists = view.finalists(state) if state.finished else []
         if finalists:
             s = view.settings
-            lines += ["", f"### Confirmation on fresh seeds {list(s.confirm_seeds())}, test positions", "",
+            lines += ["", f"### Confirmation on fresh seeds {list(s.confirm_seeds())}, the {s.confirm.pool} pool", "",
                       "| configuration | mean over the fresh seeds |", "|---|---|"]
             for config in [*finalists, BASELINE]:
                 scores = view.run_scores(CONFIRM, config)
@@ -176,6 +177,15 @@ def stage_report(view: StageView, verdict: str | None, per_gpu: int,
                 lines += ["", *paired_lines(confirmed, s.confirm.test)]
     lines += ["", *seconds_section(view, per_gpu)]
     return "\n".join(lines), checks
+
+
+def pool_line(pool: str) -> str:
+    """Which held-out part the confirmation scores, and what else has read it."""
+    if pool == "final":
+        return ("Confirmation pool: final (data.policy_final, data.arbiter_final): read by this confirmation alone, "
+                "never by a selection.")
+    return ("Confirmation pool: test (data.policy_test, data.arbiter_test): fresh to this sweep, but earlier choices "
+            "(warm starts, recipes) were scored on it.")
 
 
 def paired_lines(verdict: Verdict, test: str) -> list[str]:

@@ -27,7 +27,7 @@ from typing import Any
 from optuna.trial import FrozenTrial, TrialState
 
 from rookworld.stats.blocks import game_blocks
-from rookworld.specs.sweep import Stages
+from rookworld.specs.sweep import CONFIRMATION_STAGE, Stages
 from rookworld.stats.racing import RaceState, race
 from rookworld.stats.verdict import Verdict, confirm
 from rookworld.sweep.storage.study import CARRIED_PREFIX, OUTCOME_ATTR, is_stale_failure
@@ -37,13 +37,14 @@ STAGE_ATTR = WORK + "stage"
 CONFIG_ATTR = WORK + "config"
 OVERRIDES_ATTR = WORK + "overrides"
 SEEDS_ATTR = WORK + "seeds"
+POOL_ATTR = WORK + "pool"  # a confirmation run's held-out part (hydra.sweeper.stages.confirm.pool)
 SCORES_ATTR = "rookworld:scores"  # [[rung, seed, score], ...]: each finished segment of the trial
 PROBLEMS_ATTR = "rookworld:problems"  # {seed: [score per evaluated problem]} at the full horizon (its draw's order)
 SECONDS_ATTR = "rookworld:seconds"  # wall seconds of the trial's runs (its GPU slot's time)
 VERDICT_ATTR = "rookworld:verdict"  # study user attr: the verdict line, once the confirmation is in
 RUNGS_ATTR = WORK + "rungs"  # {rung: [mean score, promoted]}: the halving's decisions on the trial (a retry carries them)
 BASELINE = "baseline"
-SEARCH, RACE, CONFIRM = "search", "race", "confirm"
+SEARCH, RACE, CONFIRM = "search", "race", CONFIRMATION_STAGE
 SUCCESS = "success"
 RUN_ATTEMPTS = 2  # a race or confirmation run that raised runs again once; raised twice, its configuration leaves the stage
 
@@ -57,6 +58,7 @@ class Item:
     config: str
     overrides: tuple[str, ...]
     seeds: tuple[int, ...]
+    pool: str | None = None  # a confirmation's: confirm.pool (a study from before the final pool: test)
 
     @property
     def baseline(self) -> bool:
@@ -64,12 +66,12 @@ class Item:
 
     @property
     def split(self) -> str:
-        """The held-out part that scores it: selection uses validation, the confirmation test."""
-        return "test" if self.stage == CONFIRM else "validation"
+        """The held-out part that scores it: selection uses validation, the confirmation its pool."""
+        return (self.pool or "test") if self.stage == CONFIRM else "validation"
 
     def attrs(self) -> dict[str, Any]:
         return {STAGE_ATTR: self.stage, CONFIG_ATTR: self.config, OVERRIDES_ATTR: list(self.overrides),
-                SEEDS_ATTR: list(self.seeds)}
+                SEEDS_ATTR: list(self.seeds), **({POOL_ATTR: self.pool} if self.pool else {})}
 
     @classmethod
     def of(cls, trial: Any) -> Item | None:
@@ -77,7 +79,8 @@ class Item:
         attrs = trial.user_attrs
         if STAGE_ATTR not in attrs:
             return None
-        return cls(attrs[STAGE_ATTR], str(attrs[CONFIG_ATTR]), tuple(attrs[OVERRIDES_ATTR]), tuple(attrs[SEEDS_ATTR]))
+        return cls(attrs[STAGE_ATTR], str(attrs[CONFIG_ATTR]), tuple(attrs[OVERRIDES_ATTR]), tuple(attrs[SEEDS_ATTR]),
+                   attrs.get(POOL_ATTR))
 
     @property
     def key(self) -> tuple[str, str, tuple[int, ...]]:
@@ -272,7 +275,7 @@ def due(view: StageView) -> tuple[list[Item], str | None]:
     finalists = view.finalists(state)
     if not finalists:
         return [], no_finalist_line(view, state)
-    missing = new([Item(CONFIRM, config, overrides[config], (seed,)) for config in [*finalists, BASELINE]
+    missing = new([Item(CONFIRM, config, overrides[config], (seed,), s.confirm.pool) for config in [*finalists, BASELINE]
                    for seed in s.confirm_seeds()])
     if missing:
         return missing, None
@@ -291,14 +294,14 @@ def baseline_runs(s: Stages) -> list[Item]:
     """The baseline's race runs (beyond its search seeds) and confirmation runs: what the race and the
     confirmation would ask of it, known before the search ends."""
     race = [Item(RACE, BASELINE, s.baseline, (seed,)) for seed in s.race_seeds() if seed not in s.search_seeds()]
-    return [*race, *(Item(CONFIRM, BASELINE, s.baseline, (seed,)) for seed in s.confirm_seeds())]
+    return [*race, *(Item(CONFIRM, BASELINE, s.baseline, (seed,), s.confirm.pool) for seed in s.confirm_seeds())]
 
 
 def confirmation_blocks(trials: Iterable[Any], finalist: str, part_games: Sequence[Hashable | None],
                         num_policy: int) -> list[tuple[list[float], list]]:
     """Per fresh seed of a staged sweep's confirmation (its Optuna trials): the finalist's minus the baseline's
     per-position P: scores on the seed's block (eval.draw=blocks, eval.num_policy = `num_policy`), and each
-    position's game; `part_games`: the game index of each P: problem of the test part, in file order."""
+    position's game; `part_games`: the game index of each P: problem of the confirmation's pool, in file order."""
     scores = {}
     for trial in trials:
         item = Item.of(trial)
