@@ -16,7 +16,7 @@ block term's variance is between x sum w_j^2 / (between x sum w_j^2 + within / N
 On a sweep (rookworld/sweep/staged/stages.py): each run records its per-problem scores at the full horizon in its
 draw's order (PROBLEMS_ATTR, P: problems first), and with eval.draw=blocks a seed's block is cut again from the
 part's games (stages.confirmation_blocks) to name each position's game. Only P: positions have games. On the first
-chess sweep: game_variance(confirmation_blocks(study.get_trials(), finalist, [p.game for p in test P:], 1000)).
+chess sweep: game_variance(confirmation_blocks(study.get_trials(), finalist, [p.game for p in final P:], 1000)).
 """
 from __future__ import annotations
 

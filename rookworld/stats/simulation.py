@@ -19,7 +19,7 @@ s modulo the blocks, the confirmation's seeds following the race's:
 
 The sweep: `configs` sampled configurations and the baseline on the search seeds (validation), the `race_top`
 best search means and the baseline on the race seeds (the search's among them), the best race mean (the
-baseline aside) against the baseline on fresh seeds on the test positions, one-sided signed-rank test at
+baseline aside) against the baseline on fresh seeds on the confirmation's pool, one-sided signed-rank test at
 `alpha` (rookworld.stats.paired's: the same decision as one_sided_p <= alpha). A winner is named when the
 test rejects and the mean difference is positive. The race's drops are left out: they only remove
 configurations, and the confirmation alone names the winner.

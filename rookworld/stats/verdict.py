@@ -1,7 +1,7 @@
 """The verdict: do the finalists beat the baseline on fresh seeds?
 
-Each finalist runs with the baseline on seeds that no earlier stage used, scored on the test positions (with
-eval.draw=blocks each seed on its own block). Each is compared with the baseline (rookworld.stats.paired:
+Each finalist runs with the baseline on seeds that no earlier stage used, scored on the confirmation's pool
+(the final pool, else the test part; with eval.draw=blocks each seed on its own block). Each is compared with the baseline (rookworld.stats.paired:
 one-sided paired test); with several finalists, Holm's correction keeps the chance of naming any false
 winner at most alpha. The winner is the finalist with the largest mean difference among those whose
 adjusted p <= alpha. The verdict is one line: the mean paired difference, the lower bound that the test
