@@ -63,8 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SWEEP_DIR_TAG = "rookworld.sweep_dir"
-
-
 SUMMARY_ARTIFACT_DIR = "sweep_summary"
 STUDY_ARTIFACT = "optuna_study"
 PARENT_ATTR = "rookworld:mlflow_parent"  # the study's user attr holding its parent run (ParentRef fields)
@@ -73,10 +71,6 @@ ROOKWORLD_SWEEPER = "rookworld.sweep.sweeper.RookworldOptunaSweeper"
 
 def tracking_enabled(config: DictConfig) -> bool:
     return OmegaConf.select(config, "tracking.backend", default=None) == "mlflow"
-
-
-def rookworld_sweeper(config: DictConfig) -> bool:
-    return OmegaConf.select(config, "hydra.sweeper._target_", default=None) == ROOKWORLD_SWEEPER
 
 
 def sweep_parent(client: MlflowClient, settings: TrackingSettings, study: str, overrides: Any, launch_dir: Path, *,
@@ -160,10 +154,6 @@ def finish_study_parent(client: MlflowClient, parent: ParentRef, study: optuna.S
     return finish_parent_run(client, parent.run_id, summary.direction, top_k, log_scale)
 
 
-def sweep_direction(config: DictConfig) -> Any:
-    return OmegaConf.select(config, "hydra.sweeper.direction", default=None) or "maximize"
-
-
 def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
     """A plain multirun's parent run (sweep_parent), its id in the sweep dir."""
     base_dir = hydra_base_dir()
@@ -177,9 +167,8 @@ def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
     return client, parent
 
 
-def finish_parent_run(
-    client: MlflowClient, parent_run_id: str, direction: Any, top_k: int, log_scale: tuple[str, ...] = ()
-) -> str:
+def finish_parent_run(client: MlflowClient, parent_run_id: str, direction: Any, top_k: int,
+                      log_scale: tuple[str, ...] = ()) -> str:
     """Summarise the children onto the parent, end it, and return the markdown summary."""
     try:
         summary = summarise_children(client, parent_run_id, direction, log_scale)
@@ -194,9 +183,8 @@ def finish_parent_run(
 # ---------------------------------------------------------------- summaries on the parent run
 
 
-def _log_values_and_tags(
-    client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str], step: int
-) -> None:
+def _log_values_and_tags(client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str],
+                         step: int) -> None:
     """`values` as metrics at `step` (one batch) and `tags` (cut to MLflow's tag length) on a run."""
     from mlflow.entities import Metric, RunTag  # mlflow stays lazy: a sweep with tracking=none never imports it
 
@@ -262,7 +250,8 @@ class MLflowSweepCallback(Callback):
         self._parent: ParentRef | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not tracking_enabled(config) or rookworld_sweeper(config):  # that sweeper has a parent per study
+        sweeper = OmegaConf.select(config, "hydra.sweeper._target_", default=None)
+        if not tracking_enabled(config) or sweeper == ROOKWORLD_SWEEPER:  # that sweeper has a parent per study
             return
         try:
             self._client, self._parent = start_parent_run(config)
@@ -273,11 +262,9 @@ class MLflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self._client is None or self._parent is None:
             return
-        top_k = int(config.tracking.summary_top_k)
+        direction, top_k = OmegaConf.select(config, "hydra.sweeper.direction") or "maximize", config.tracking.summary_top_k
         try:
-            markdown = finish_parent_run(
-                self._client, self._parent.run_id, sweep_direction(config), top_k
-            )
+            markdown = finish_parent_run(self._client, self._parent.run_id, direction, int(top_k))
         except Exception:
             log.exception("summarising the sweep into MLflow run %s failed", self._parent.run_id)
             raise

@@ -255,7 +255,8 @@ class Worker:
 
         root = Path(absolute_path(stages.checkpoint_dir, self.spec.base_dir))
         penalty = float(self.spec.config.objective.failure_penalty)
-        result = ItemRun(item, stages, root, penalty, run_job, halving_report(trial, stages.eta), record, _job_error).run()
+        report = halving_report(trial, stages.eta)
+        result = ItemRun(item, stages, root, penalty, run_job, report, record, _job_error).run()
         if result.failure is not None:
             log.warning("trial %d failed: %s", trial.number, result.failure)
             self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, result.failure)
