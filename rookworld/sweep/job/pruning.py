@@ -20,11 +20,9 @@ trial) the hook reports, at each evaluation step, every held-out problem's own s
 at the same steps on the same held-out problems pair value by value (`trial.metric`, `every` and
 `window` do not apply). The first comparison needs a completed trial that evaluated at that step.
 
-A trial a divergence detector stops (kl_failure, nan_failure, diverged:*) is not pruned: the trainer
-returns `objective.failure_penalty`, the hook records the outcome as the trial's user attr
-`rookworld:outcome` (so a study summary never names it best), and the sweeper tells it COMPLETE
-with that value (its MLflow run says which detector). The study may maximize (eval/score, the
-default) or minimize; the failure penalty must lie on the bad side of every eval/score in [0, 1].
+A trial a divergence detector stops is not pruned: the hook records its outcome as the trial's user attr
+`rookworld:outcome` (so a study summary never names it best) and the sweeper tells it COMPLETE with
+`objective.failure_penalty`, which must rank below every eval/score (docs/sweeps.md, How a trial ends).
 """
 
 from __future__ import annotations

@@ -9,18 +9,10 @@ finished summarises it onto the parent and ends it (`finish_study_parent`); a tr
 `running` by a killed worker is ended `failed` (`end_orphan_runs`).
 
 **Other multiruns** (Hydra's basic sweeper, `-m key=a,b`): the Hydra callback below, registered by
-conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), acts in a multirun with
-`tracking.backend: mlflow` whose sweeper is not rookworld's.
-
-- `on_multirun_start`, before any job: opens the store (this creates a fresh sqlite DB once, so
-  parallel jobs never race on its creation), gets or creates the experiment, creates the parent
-  run and writes its id to `<sweep dir>/.mlflow_parent_run`. Each job's Tracker reads that file
-  (any launcher, any process) and tags its run `mlflow.parentRunId`.
-- `on_multirun_end`: summarises the children (rookworld.sweep.report.summary) onto the parent: metrics
-  `sweep.n_trials`, `sweep.n_<outcome>`, `sweep.best_objective`; tags `sweep.best_run_id`,
-  `sweep.best_trial`, `sweep.best.<param>`; artifacts under `sweep_summary/` (summary.md,
-  summary.json, optimisation_history.png, outcome_vs_params.png, reward_curves.png). The
-  markdown summary is printed. Direction: `hydra.sweeper.direction`, else maximize.
+conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), makes the parent run before any job (opening the
+store then creates a fresh sqlite DB once, so parallel jobs never race on its creation) and at the end
+summarises the children onto it: the metrics, tags and `sweep_summary/` files of docs/tracking.md (the
+markdown summary is printed too). Direction: `hydra.sweeper.direction`, else maximize.
 
 Note: Hydra 1.4 turns an exception raised by a callback into a warning; errors here are logged
 in full first.
