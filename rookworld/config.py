@@ -24,6 +24,7 @@ from rookworld.specs.rules import ConfigError, require
 from rookworld.specs.run import RunSpec
 from rookworld.specs.sft import SftSpec
 from rookworld.specs.sweep import STAGES, Stages, Sweeper
+from rookworld.specs.trial import REPORT_KEYS, TrialReport
 
 PROJECT_TARGETS = "rookworld.*"
 ASSETS_DIR = Path(__file__).parent / "assets"
@@ -107,6 +108,11 @@ def load_stages(node) -> Stages | None:
     """The Stages spec of `hydra.sweeper.stages` (a node or plain data); None when staging is off."""
     stages = spec_of(Stages, _resolved_node(node), STAGES.rstrip("."))
     return stages if stages.enabled else None
+
+
+def load_trial_report(trial: DictConfig) -> TrialReport:
+    """The TrialReport of a run's `trial` node (the keys its pruning hook reads)."""
+    return spec_of(TrialReport, {key: OmegaConf.select(trial, key) for key in REPORT_KEYS}, "trial")
 
 
 def _resolved_node(value):

@@ -20,11 +20,9 @@ trial) the hook reports, at each evaluation step, every held-out problem's own s
 at the same steps on the same held-out problems pair value by value (`trial.metric`, `every` and
 `window` do not apply). The first comparison needs a completed trial that evaluated at that step.
 
-A trial a divergence detector stops (kl_failure, nan_failure, diverged:*) is not pruned: the trainer
-returns `objective.failure_penalty`, the hook records the outcome as the trial's user attr
-`rookworld:outcome` (so a study summary never names it best), and the sweeper tells it COMPLETE
-with that value (its MLflow run says which detector). The study may maximize (eval/score, the
-default) or minimize; the failure penalty must lie on the bad side of every eval/score in [0, 1].
+A trial a divergence detector stops is not pruned: the hook records its outcome as the trial's user attr
+`rookworld:outcome` (so a study summary never names it best) and the sweeper tells it COMPLETE with
+`objective.failure_penalty`, which must rank below every eval/score (docs/sweeps.md, How a trial ends).
 """
 
 from __future__ import annotations
@@ -32,7 +30,6 @@ from __future__ import annotations
 import logging
 import warnings
 from collections import deque
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import optuna
@@ -44,7 +41,8 @@ from optuna.study import StudyDirection
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError, require
+from rookworld.config import ConfigError, load_trial_report, require
+from rookworld.specs.trial import TrialReport
 from rookworld.sweep.storage.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
 from rookworld.sweep.storage.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, timeouts_of
 from rookworld.tracking import hydra_base_dir
@@ -64,23 +62,6 @@ PRUNERS: dict[str, type[BasePruner]] = {
 }
 
 
-@dataclass(frozen=True)
-class ReportSettings:
-    number: int
-    metric: str
-    every: int
-    window: int
-
-    @classmethod
-    def from_config(cls, trial: DictConfig) -> ReportSettings:
-        number, metric, every, window = trial.number, trial.metric, trial.every, trial.window
-        require(isinstance(number, int) and number >= 0, "trial.number", number, "must be a trial number >= 0")
-        require(isinstance(metric, str) and bool(metric), "trial.metric", metric, "must name a step metric")
-        require(isinstance(every, int) and every >= 1, "trial.every", every, "must be an integer >= 1")
-        require(isinstance(window, int) and window >= 1, "trial.window", window, "must be an integer >= 1")
-        return cls(number, metric, every, window)
-
-
 def build_pruner(pruner: DictConfig) -> BasePruner:
     """`trial.pruner`: `kind` (none | median | percentile | hyperband | threshold | wilcoxon) and its arguments."""
     options = OmegaConf.to_container(pruner, resolve=True)
@@ -96,7 +77,7 @@ def build_pruner(pruner: DictConfig) -> BasePruner:
                           "~trial.pruner.KEY)") from error
 
 
-def study_location(trial: DictConfig) -> tuple[str, str, DbTimeouts]:
+def study_location(trial: TrialReport) -> tuple[str, str, DbTimeouts]:
     """(study name, storage URL, its timeouts): `trial.study` / `trial.storage`, else the sweeper's."""
     sweeper = HydraConfig.get().sweeper if HydraConfig.initialized() else OmegaConf.create()
     name = trial.study or sweeper.get("study_name")
@@ -110,7 +91,7 @@ def study_location(trial: DictConfig) -> tuple[str, str, DbTimeouts]:
 class OptunaPruningHook:
     """A trainer StepHook reporting to one Optuna trial (see the module docstring)."""
 
-    def __init__(self, study: optuna.Study, storage: BaseStorage, trial_id: int, settings: ReportSettings) -> None:
+    def __init__(self, study: optuna.Study, storage: BaseStorage, trial_id: int, settings: TrialReport) -> None:
         self.study = study
         self.trial = optuna.trial.Trial(study, trial_id)
         self.settings = settings
@@ -120,8 +101,8 @@ class OptunaPruningHook:
 
     @classmethod
     def from_config(cls, cfg: DictConfig) -> OptunaPruningHook:
-        settings = ReportSettings.from_config(cfg.trial)
-        name, url, timeouts = study_location(cfg.trial)
+        settings = load_trial_report(cfg.trial)
+        name, url, timeouts = study_location(settings)
         storage = open_storage(url, hydra_base_dir(), timeouts)
         study = optuna.load_study(study_name=name, storage=storage, pruner=build_pruner(cfg.trial.pruner),
                                   sampler=optuna.samplers.RandomSampler())  # the job never samples

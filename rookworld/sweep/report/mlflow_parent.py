@@ -9,18 +9,10 @@ finished summarises it onto the parent and ends it (`finish_study_parent`); a tr
 `running` by a killed worker is ended `failed` (`end_orphan_runs`).
 
 **Other multiruns** (Hydra's basic sweeper, `-m key=a,b`): the Hydra callback below, registered by
-conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), acts in a multirun with
-`tracking.backend: mlflow` whose sweeper is not rookworld's.
-
-- `on_multirun_start`, before any job: opens the store (this creates a fresh sqlite DB once, so
-  parallel jobs never race on its creation), gets or creates the experiment, creates the parent
-  run and writes its id to `<sweep dir>/.mlflow_parent_run`. Each job's Tracker reads that file
-  (any launcher, any process) and tags its run `mlflow.parentRunId`.
-- `on_multirun_end`: summarises the children (rookworld.sweep.report.summary) onto the parent: metrics
-  `sweep.n_trials`, `sweep.n_<outcome>`, `sweep.best_objective`; tags `sweep.best_run_id`,
-  `sweep.best_trial`, `sweep.best.<param>`; artifacts under `sweep_summary/` (summary.md,
-  summary.json, optimisation_history.png, outcome_vs_params.png, reward_curves.png). The
-  markdown summary is printed. Direction: `hydra.sweeper.direction`, else maximize.
+conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), makes the parent run before any job (opening the
+store then creates a fresh sqlite DB once, so parallel jobs never race on its creation) and at the end
+summarises the children onto it: the metrics, tags and `sweep_summary/` files of docs/tracking.md (the
+markdown summary is printed too). Direction: `hydra.sweeper.direction`, else maximize.
 
 Note: Hydra 1.4 turns an exception raised by a callback into a warning; errors here are logged
 in full first.
@@ -63,8 +55,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 SWEEP_DIR_TAG = "rookworld.sweep_dir"
-
-
 SUMMARY_ARTIFACT_DIR = "sweep_summary"
 STUDY_ARTIFACT = "optuna_study"
 PARENT_ATTR = "rookworld:mlflow_parent"  # the study's user attr holding its parent run (ParentRef fields)
@@ -73,10 +63,6 @@ ROOKWORLD_SWEEPER = "rookworld.sweep.sweeper.RookworldOptunaSweeper"
 
 def tracking_enabled(config: DictConfig) -> bool:
     return OmegaConf.select(config, "tracking.backend", default=None) == "mlflow"
-
-
-def rookworld_sweeper(config: DictConfig) -> bool:
-    return OmegaConf.select(config, "hydra.sweeper._target_", default=None) == ROOKWORLD_SWEEPER
 
 
 def sweep_parent(client: MlflowClient, settings: TrackingSettings, study: str, overrides: Any, launch_dir: Path, *,
@@ -160,10 +146,6 @@ def finish_study_parent(client: MlflowClient, parent: ParentRef, study: optuna.S
     return finish_parent_run(client, parent.run_id, summary.direction, top_k, log_scale)
 
 
-def sweep_direction(config: DictConfig) -> Any:
-    return OmegaConf.select(config, "hydra.sweeper.direction", default=None) or "maximize"
-
-
 def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
     """A plain multirun's parent run (sweep_parent), its id in the sweep dir."""
     base_dir = hydra_base_dir()
@@ -177,9 +159,8 @@ def start_parent_run(config: DictConfig) -> tuple[MlflowClient, ParentRef]:
     return client, parent
 
 
-def finish_parent_run(
-    client: MlflowClient, parent_run_id: str, direction: Any, top_k: int, log_scale: tuple[str, ...] = ()
-) -> str:
+def finish_parent_run(client: MlflowClient, parent_run_id: str, direction: Any, top_k: int,
+                      log_scale: tuple[str, ...] = ()) -> str:
     """Summarise the children onto the parent, end it, and return the markdown summary."""
     try:
         summary = summarise_children(client, parent_run_id, direction, log_scale)
@@ -194,9 +175,8 @@ def finish_parent_run(
 # ---------------------------------------------------------------- summaries on the parent run
 
 
-def _log_values_and_tags(
-    client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str], step: int
-) -> None:
+def _log_values_and_tags(client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str],
+                         step: int) -> None:
     """`values` as metrics at `step` (one batch) and `tags` (cut to MLflow's tag length) on a run."""
     from mlflow.entities import Metric, RunTag  # mlflow stays lazy: a sweep with tracking=none never imports it
 
@@ -262,7 +242,8 @@ class MLflowSweepCallback(Callback):
         self._parent: ParentRef | None = None
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not tracking_enabled(config) or rookworld_sweeper(config):  # that sweeper has a parent per study
+        sweeper = OmegaConf.select(config, "hydra.sweeper._target_", default=None)
+        if not tracking_enabled(config) or sweeper == ROOKWORLD_SWEEPER:  # that sweeper has a parent per study
             return
         try:
             self._client, self._parent = start_parent_run(config)
@@ -273,11 +254,9 @@ class MLflowSweepCallback(Callback):
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if self._client is None or self._parent is None:
             return
-        top_k = int(config.tracking.summary_top_k)
+        direction, top_k = OmegaConf.select(config, "hydra.sweeper.direction") or "maximize", config.tracking.summary_top_k
         try:
-            markdown = finish_parent_run(
-                self._client, self._parent.run_id, sweep_direction(config), top_k
-            )
+            markdown = finish_parent_run(self._client, self._parent.run_id, direction, int(top_k))
         except Exception:
             log.exception("summarising the sweep into MLflow run %s failed", self._parent.run_id)
             raise

@@ -7,16 +7,10 @@ trial of an Optuna study (rookworld's sweeper) joined with its latest MLflow run
     summary = summarise_study(optuna_study, fetch_study_runs(client, experiment_id, name))
     print(summary_markdown(summary))          # every trial of the study: Optuna state, outcome
 
-Each trial is a TrialRow. From a child run: its objective is its `objective` metric (the trainer
-logs eval/score, or the failure penalty), its outcome its `rookworld.outcome` tag, its params the
-run's; the summary's params are those whose value differs between children (git.* and
-trial.number left out). From a study trial: its Optuna state, the value told to Optuna (COMPLETE;
-a pruned trial's: its run's last eval/score, as in the children summary), the steps its latest MLflow
-run trained (else the last step reported to the pruner) and that run's outcome (matched by the
-`rookworld.study` and `rookworld.trial` tags), over every sweep invocation that ran it. The chess-skill
-columns are those of a successful run's final evaluation.
-The plots of a children summary are rookworld/sweep/report/plots.py's; rookworld/sweep/report/mlflow_parent.py logs
-summaries on the parent run.
+Each trial is a TrialRow (its fields say where each value comes from); a children summary's params are
+those whose value differs between children. A study trial is matched to its latest MLflow run by the
+`rookworld.study` and `rookworld.trial` tags, over every sweep invocation that ran it. The plots are
+rookworld/sweep/report/plots.py's; rookworld/sweep/report/mlflow_parent.py logs summaries on the parent run.
 """
 
 from __future__ import annotations
@@ -90,16 +84,12 @@ class SweepSummary:
     @property
     def outcome_counts(self) -> dict[str, int]:
         """Trials per outcome, every known outcome included (0 when absent); NO_RUN left out."""
-        found = Counter(t.outcome for t in self.trials if t.outcome != NO_RUN)
-        return {**{o: found.get(o, 0) for o in OUTCOMES}, **found}
+        return _counts((t.outcome for t in self.trials if t.outcome != NO_RUN), OUTCOMES)
 
     @property
     def state_counts(self) -> dict[str, int]:
         """STUDY: trials per Optuna state, every state included; RUNS: empty."""
-        if self.source != STUDY:
-            return {}
-        found = Counter(t.state for t in self.trials)
-        return {**{s: found.get(s, 0) for s in OPTUNA_STATES}, **found}
+        return _counts((t.state for t in self.trials), OPTUNA_STATES) if self.source == STUDY else {}
 
     def ranked(self) -> list[TrialRow]:
         """Trials that succeeded, with an objective, best first (a pruned, failed or guard-stopped trial, which
@@ -119,6 +109,11 @@ class SweepSummary:
         scores = [t.objective for t in self.trials if t.config == BASELINE and t.stage == stage
                   and t.objective is not None and t.outcome in (SUCCESS, NO_RUN)]
         return sum(scores) / len(scores) if scores else None
+
+
+def _counts(values: Any, known: Sequence[str]) -> dict[str, int]:
+    found = Counter(values)
+    return {**{k: found.get(k, 0) for k in known}, **found}
 
 
 def one_seed_of_a_stage(trial: TrialRow, source: str) -> bool:
@@ -252,11 +247,6 @@ def latest_runs(runs: Sequence[Run]) -> dict[int, Run]:
     return latest
 
 
-def trial_outcomes(runs: Sequence[Run]) -> dict[int, str]:
-    """Trial number -> outcome of its latest run."""
-    return {n: run.data.tags.get(OUTCOME_TAG, RUNNING) for n, run in latest_runs(runs).items()}
-
-
 def _trial_note(trial: FrozenTrial) -> str:
     notes = []
     item = Item.of(trial)
@@ -300,9 +290,9 @@ def study_row(trial: FrozenTrial, outcome: str, run: Run | None = None) -> Trial
 
 def summarise_study(study: optuna.Study, runs: Sequence[Run] | None = None) -> SweepSummary:
     """The study's trials (Optuna states and values) joined with their MLflow runs' outcomes."""
-    outcomes, latest = trial_outcomes(runs or []), latest_runs(runs or [])
-    trials = tuple(study_row(t, outcomes.get(t.number, NO_RUN), latest.get(t.number))
-                   for t in study.get_trials(deepcopy=False))
+    latest = latest_runs(runs or [])
+    trials = tuple(study_row(t, latest[t.number].data.tags.get(OUTCOME_TAG, RUNNING) if t.number in latest else NO_RUN,
+                             latest.get(t.number)) for t in study.get_trials(deepcopy=False))
     return SweepSummary(source=STUDY, study=study.study_name, direction=normalise_direction(study.direction),
                         trials=trials, params=tuple(sorted({k for t in trials for k in t.params})))
 
@@ -349,18 +339,16 @@ def interval_text(trial: TrialRow) -> str:
 
 def _best_line(summary: SweepSummary) -> str:
     """The highest objective, always with its interval (or the note that it has none)."""
-    best = summary.best
-    if best is None and any(t.stage for t in summary.trials) and summary.source == RUNS:
+    best, runs = summary.best, summary.source == RUNS
+    if best is None and any(t.stage for t in summary.trials) and runs:
         return "Best: see the stages report (each run here is one seed of a configuration)."
-    if summary.source == RUNS:
-        if best is None:
-            return "Best: none (no trial succeeded)."
-        chosen = ", ".join(f"{k}={format_value(best.params.get(k))}" for k in summary.params)
+    if best is None:
+        return f"Best: none (no trial {'succeeded' if runs else 'finished successfully'})."
+    keys = summary.params if runs else best.params
+    chosen = ", ".join(f"{k}={format_value(best.params.get(k))}" for k in keys)
+    if runs:
         return (f"Best: trial {best.trial} objective {format_objective(best.objective)} ({interval_text(best)})"
                 f" ({chosen or 'no swept params'}), run {best.run_id}.")
-    if best is None:
-        return "Best: none (no trial finished successfully)."
-    chosen = ", ".join(f"{k}={format_value(v)}" for k, v in best.params.items())
     return (f"Best: trial {best.trial}{_configuration(best)}, objective {format_objective(best.objective)} "
             f"({interval_text(best)}) ({chosen or 'no params'}).")
 

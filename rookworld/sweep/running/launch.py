@@ -166,7 +166,7 @@ class Launch:
         except Interrupted as stop:
             self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
             if self.spec.settings.stages is not None:  # what the stages have so far (the same command goes on)
-                self.print_stage_report(self.load_study())
+                print(self.stage_report(self.load_study())[0], flush=True)
             raise
 
     def watch(self, slots: dict[int, subprocess.Popen[bytes]], spec_path: Path, mps: MpsDaemon | None) -> int:
@@ -209,8 +209,6 @@ class Launch:
         clock = StorageClock(self.url, self.spec.base_dir, s.timeouts.connect_args())
         with storage_lock(self.url, self.spec.base_dir, f"study:{s.study_name}", s.timeouts):
             stale = resolve_stale_trials(study, self.storage, s.grace_period_s, s.stale_retries, clock)
-        if not stale:
-            return ""
         return "".join(f": its trial {t.number} failed" + (" and re-queued" if t.retried else
                                                             f" (not re-queued: hydra.sweeper.stale_retries={s.stale_retries})")
                        for t in stale)
@@ -237,8 +235,9 @@ class Launch:
         return optuna.load_study(study_name=self.spec.settings.study_name, storage=self.storage)
 
     def finish(self) -> None:
-        """Print the study's summary; if no trial runs any more, log it on the parent run and end that (once: the
-        launch that claims it under the lock summarises, outside the lock)."""
+        """Print the study's summary, after a staged sweep's report (it leads with its verdict); if no trial runs
+        any more, log both on the parent run and end that (once: the launch that claims it under the lock
+        summarises, outside the lock)."""
         settings = self.spec.settings
         study = self.load_study()
         study.get_trials(deepcopy=False)  # the bulk of the reading, outside the lock
@@ -249,17 +248,22 @@ class Launch:
                 study.user_attrs.get(SUMMARISED_ATTR) != self.parent.run_id
             if claimed:
                 study.set_user_attr(SUMMARISED_ATTR, self.parent.run_id)
+        report, client = self.stage_report(study), self.tracking_client() if claimed else None
+        if claimed:  # else no tracking, or another launch (or an earlier run of this command) summarised it
+            assert self.parent is not None
+            if report is not None:
+                log_stage_report(client, self.parent.run_id, *report)
+            finish_study_parent(client, self.parent, study, int(self.spec.config.tracking.summary_top_k), self.log_scale)
+        if report is not None:
+            print(report[0], flush=True)
         if running or left:
-            self.print_stage_report(study)  # a staged sweep's report leads with its verdict
             print(summary_markdown(summarise_study(study)), flush=True)
             print(f"study {study.study_name}: {len(running)} trials still running, {left} to start "
                   "(other workers, or run the same command again); its MLflow parent run stays open", flush=True)
             return
-        if not claimed:  # no tracking, or another launch (or an earlier run of this command) summarised it
-            self.print_stage_report(study)
-            print(summary_markdown(self.summary(study)), flush=True)
-            return
-        self.summarise_onto_parent(study)
+        print(summary_markdown(self.summary(study, client)), flush=True)
+        if claimed:
+            log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
     def tracking_client(self) -> Any:
         return open_store(TrackingSettings.from_config(self.spec.config.tracking, self.spec.base_dir))
@@ -278,24 +282,6 @@ class Launch:
             return None
         return study_stage_report(study, settings.stages, settings.n_trials, self.spec.config,
                                   lambda baseline, other: config_differences(self.spec, baseline, other))
-
-    def print_stage_report(self, study: optuna.Study) -> None:
-        report = self.stage_report(study)
-        if report is not None:
-            print(report[0], flush=True)
-
-    def summarise_onto_parent(self, study: optuna.Study) -> None:
-        assert self.parent is not None
-        client = self.tracking_client()
-        top_k = int(self.spec.config.tracking.summary_top_k)
-        report = self.stage_report(study)
-        if report is not None:
-            log_stage_report(client, self.parent.run_id, *report)
-        finish_study_parent(client, self.parent, study, top_k, self.log_scale)
-        if report is not None:
-            print(report[0], flush=True)
-        print(summary_markdown(self.summary(study, client)), flush=True)
-        log.info("study %s finished: MLflow parent run %s ended", study.study_name, self.parent.run_id)
 
 
 def _death(code: int) -> str:
@@ -361,11 +347,7 @@ def config_differences(spec: WorkerSpec, baseline: Any, other: Any) -> dict[str,
     from rookworld.resume_check import differences
 
     def composed(overrides: Any) -> dict[str, Any]:
-        config = spec.hydra_context.config_loader.load_sweep_config(spec.config, [*spec.space.fixed, *overrides])
-        plain = OmegaConf.to_container(config, resolve=False)
-        assert isinstance(plain, dict)
-        plain.pop("hydra", None)
-        return plain
+        return _plain(spec.hydra_context.config_loader.load_sweep_config(spec.config, [*spec.space.fixed, *overrides]))
 
     return differences(composed(baseline), composed(other))
 
@@ -431,10 +413,7 @@ def check_swept_dimensions(config: DictConfig, context: HydraContext, space: Sea
             continue
         composed: dict[str, Any] = {}
         for choice in distribution.choices:
-            trial = compose_trial(config, context, space, {**space.probes()[0], key: choice})
-            plain = OmegaConf.to_container(trial, resolve=False)
-            assert isinstance(plain, dict)
-            plain.pop("hydra", None)
+            plain = _plain(compose_trial(config, context, space, {**space.probes()[0], key: choice}))
             same = [other for other, seen in composed.items() if seen == plain]
             if same:
                 choices = ", ".join(map(str, distribution.choices))
@@ -443,6 +422,14 @@ def check_swept_dimensions(config: DictConfig, context: HydraContext, space: Sea
                                   f"group win over its choice: set its default with `override /{key}: ...` in the defaults)")
             composed[str(choice)] = plain
     check_swept_knobs_act(space.distributions, probes, preset)
+
+
+def _plain(trial: DictConfig) -> dict[str, Any]:
+    """A composed trial config as plain data (unresolved), its hydra node left out."""
+    plain = OmegaConf.to_container(trial, resolve=False)
+    assert isinstance(plain, dict)
+    plain.pop("hydra", None)
+    return plain
 
 
 def first_missing(path: Path) -> Path | None:
@@ -532,8 +519,7 @@ def join_study(config: DictConfig, settings: Sweeper, storage: BaseStorage, base
         resolve_stale_trials(study, storage, settings.grace_period_s, settings.stale_retries, clock)
         if tracking is None:
             return launch, None
-        trials = study.get_trials(deepcopy=False)
-        done = not work_left(study, settings, 1) and not any(t.state == TrialState.RUNNING for t in trials)
+        done = not work_left(study, settings, 1) and not study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
         summarised = bool(study.user_attrs.get(SUMMARISED_ATTR))
         if summarised and not done:
             study.set_user_attr(SUMMARISED_ATTR, None)  # extended (a larger n_trials): summarised again at its end

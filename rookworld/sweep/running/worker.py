@@ -134,10 +134,6 @@ def die_with_parent(parent_pid: int) -> None:
     threading.Thread(target=watch, name="rookworld-parent-watch", daemon=True).start()
 
 
-def timeline_path(launch_dir: str | Path, index: int) -> Path:
-    return Path(launch_dir) / ".sweep" / f"worker_{index}.jsonl"
-
-
 class Worker:
     def __init__(self, spec: WorkerSpec, index: int, url: str) -> None:
         self.spec, self.index, self.url = spec, index, url
@@ -148,7 +144,7 @@ class Worker:
         self.study = optuna.load_study(study_name=settings.study_name, storage=self.storage, sampler=sampler)
         self.clock = StorageClock(url, spec.base_dir, settings.timeouts.connect_args())
         self.heartbeat = Heartbeat(self.storage, settings.heartbeat_interval_s, self.clock)
-        self._timeline = open(timeline_path(spec.launch_dir, index), "a", buffering=1)
+        self._timeline = open(Path(spec.launch_dir) / ".sweep" / f"worker_{index}.jsonl", "a", buffering=1)
 
     def event(self, name: str, **fields: Any) -> None:
         self._timeline.write(json.dumps({"event": name, "t": time.time(), "worker": self.index, **fields}) + "\n")
@@ -173,7 +169,9 @@ class Worker:
                 if self.spec.settings.stages is not None:
                     state = self.run_staged(trial)
                 else:
-                    state = self.tell(trial, self.run_trial(trial))
+                    state = self.tell(trial, self.run_job([*self.spec.space.overrides(trial.params),
+                                                           f"trial.number={trial.number}",
+                                                           f"hydra.sweep.dir='{self.spec.launch_dir}'"], trial.number))
                 self.event("end", trial=trial.number, state=state)
 
     # ---------------------------------------------------------------- ask
@@ -220,10 +218,6 @@ class Worker:
             self.study.set_user_attr(VERDICT_ATTR, verdict)
         return self.study.get_trials(deepcopy=False) if items else trials
 
-    @property
-    def penalty(self) -> float:
-        return float(self.spec.config.objective.failure_penalty)
-
     def ask_staged(self) -> Any:
         """The next trial: an enqueued run first (the baseline, a race or confirmation run, a retry), else a
         new search configuration with its params sampled."""
@@ -260,8 +254,9 @@ class Worker:
                 self.storage.set_trial_user_attr(bound, PROBLEMS_ATTR, result.problems)
 
         root = Path(absolute_path(stages.checkpoint_dir, self.spec.base_dir))
-        result = ItemRun(item, stages, root, self.penalty, run_job, halving_report(trial, stages.eta), record,
-                         _job_error).run()
+        penalty = float(self.spec.config.objective.failure_penalty)
+        report = halving_report(trial, stages.eta)
+        result = ItemRun(item, stages, root, penalty, run_job, report, record, _job_error).run()
         if result.failure is not None:
             log.warning("trial %d failed: %s", trial.number, result.failure)
             self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, result.failure)
@@ -275,13 +270,6 @@ class Worker:
         return self._tell(trial, bound, values=result.objective)
 
     # ---------------------------------------------------------------- run
-
-    def job_overrides(self, trial: Any) -> list[str]:
-        return [*self.spec.space.overrides(trial.params), f"trial.number={trial.number}",
-                f"hydra.sweep.dir='{self.spec.launch_dir}'"]
-
-    def run_trial(self, trial: Any) -> JobReturn:
-        return self.run_job(self.job_overrides(trial), trial.number)
 
     def run_job(self, overrides: list[str], number: int) -> JobReturn:
         """One Hydra job of the sweep's task with these overrides, in this process."""
