@@ -438,7 +438,8 @@ def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_t
         kept = [o for o in overrides if not o.startswith("+trial.")]  # MLflow tags: no trial group here
         job = JobReturn()
         job.status, job.return_value = JobStatus.COMPLETED, make_trainer(
-            tmp_path / subdir, *PREFIX_RUN, "steps=4", "kl.max=1e-9", "kl.max_steps_above=1", *kept).fit()
+            tmp_path / subdir, *PREFIX_RUN, "steps=4", "kl.max=1e-9", "kl.max_steps_above=1",
+            "prompts_per_step=4", "sampling.temperature=1.5", *kept).fit()  # varied groups: step 1 updates (KL > 0 at 2)
         return job
 
     recorded = []
