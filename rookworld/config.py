@@ -39,7 +39,7 @@ def _asset(name: str) -> str:
 OmegaConf.register_resolver("rookworld.asset", _asset, replace=True)
 
 
-# `${rookworld.data:NAME}` in a config: a data file shipped in rookworld/data/ (e.g. selfplay/test.jsonl.gz).
+# `${rookworld.data:NAME}` in a config: a data file shipped in rookworld/data/ (e.g. selfplay/test.jsonl.xz).
 def _data_file(name: str) -> str:
     return str(DATA_DIR / name)
 

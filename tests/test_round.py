@@ -2,7 +2,6 @@
 2-minute budget while 2 engine processes write new self-play shards that join its training stream; both it and
 the shipped model are evaluated on the same validation problems; the model is written in files under a small
 size; and the round refuses to ship, because a random init trained for a minute is worse than the shipped model."""
-import gzip
 import itertools
 import json
 import subprocess
@@ -14,6 +13,7 @@ import safetensors.torch
 import torch
 
 from rookworld.config import ASSETS_DIR, DATA_DIR
+from rookworld.data.records import open_text
 from rookworld.model.hub import create_tiny, load_pretrained
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -27,11 +27,11 @@ def small_heldout(folder: Path) -> list[str]:
     folder.mkdir()
     overrides = []
     for split in ("validation", "test"):
-        for task, name in (("policy", f"{split}.jsonl.gz"), ("arbiter", f"{split}_arbiter.jsonl.gz")):
-            with gzip.open(DATA_DIR / "selfplay" / name, "rt") as source:
+        for task, name in (("policy", f"{split}.jsonl"), ("arbiter", f"{split}_arbiter.jsonl")):
+            with open_text(DATA_DIR / "selfplay" / f"{name}.xz") as source:
                 rows = list(itertools.islice(source, HELD_OUT))
-            (folder / name.removesuffix(".gz")).write_text("".join(rows))
-            overrides.append(f"data.{task}_{split}={folder / name.removesuffix('.gz')}")
+            (folder / name).write_text("".join(rows))
+            overrides.append(f"data.{task}_{split}={folder / name}")
     return overrides
 
 

@@ -25,8 +25,7 @@ pytestmark = pytest.mark.xdist_group("selfplay_data")  # one worker reads each f
 
 @lru_cache(maxsize=None)
 def rows(name: str) -> tuple[dict, ...]:
-    xz = name in ("rl", "final", "final_arbiter")
-    path = TRAIN if name == "train" else SELFPLAY / (f"{name}.jsonl.xz" if xz else f"{name}.jsonl.gz")
+    path = TRAIN if name == "train" else SELFPLAY / f"{name}.jsonl.xz"
     return tuple(record for _, record in iter_jsonl(path))
 
 

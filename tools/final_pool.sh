@@ -17,7 +17,7 @@ SEED=${SEED:-2028} POSITIONS=${POSITIONS:-11500} ARBITER=${ARBITER:-10000}
 WORKERS=${WORKERS:-$(nproc)}
 STOCKFISH=$(realpath "${STOCKFISH:-/usr/games/stockfish}")
 parts=rookworld/data/selfplay bundled=rookworld/data/bundled
-shipped=("$parts"/{rl.jsonl.xz,validation.jsonl.gz,test.jsonl.gz,validation_arbiter.jsonl.gz,test_arbiter.jsonl.gz}
+shipped=("$parts"/{rl,validation,test,validation_arbiter,test_arbiter}.jsonl.xz
          "$bundled"/{train,validation,test,validation_arbiter,test_arbiter}.jsonl.gz)
 annotate() { python3 -m rookworld.commands.annotate "$@"; }
 mkdir -p "$dir"

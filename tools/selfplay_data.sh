@@ -15,7 +15,7 @@
 # the first lists all of the first run's files, e.g.
 #
 #   DATA=data/selfplay2 SEED=2027 EXCLUDE="data/selfplay/train.jsonl.gz rookworld/data/selfplay/rl.jsonl.xz
-#       rookworld/data/selfplay/validation.jsonl.gz rookworld/data/selfplay/test.jsonl.gz" bash tools/selfplay_data.sh
+#       rookworld/data/selfplay/validation.jsonl.xz rookworld/data/selfplay/test.jsonl.xz" bash tools/selfplay_data.sh
 set -uo pipefail
 DATA=${DATA:-data/selfplay}  # git-ignored (/data/)
 TARGET=${TARGET:-1100000}
