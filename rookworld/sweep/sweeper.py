@@ -1,29 +1,8 @@
 """rookworld's Optuna sweeper: asynchronous workers on one shared study, on one machine or many.
 
-`hydra/sweeper: rookworld_optuna` (conf/hydra/sweeper/rookworld_optuna.yaml) selects it, as every
-sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry point in pyproject.toml.
-`python -m rookworld.train -m sweeps=NAME` then:
-
-1. **validates** every knob before anything starts (rookworld/specs/sweep.py, built by config.load_sweeper): the sweeper's
-   keys, the search space, the sampler, and the trial config itself: it composes a trial's config
-   for values touching every choice and both ends of every range, checks that command-line values
-   keep the type of their defaults (`steps=abc`), and runs `hydra.sweeper.validate` on it
-   (rookworld.config.validate). Then it opens the storage and creates this launch's folder. A bad
-   value exits 2 with one line `rookworld: error: key=value: rule`, leaving nothing behind;
-2. **joins the study**, under the study's lock (rookworld/sweep/storage/lock.py): creates it or loads it,
-   numbers this launch (worker seeds), fails stale trials of dead workers, and gets the study's one
-   MLflow parent run (rookworld/sweep/report/mlflow_parent.py);
-3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.running.run_worker`
-   (rookworld/sweep/running/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/running/gpus.py), with CUDA MPS
-   when workers share a GPU (rookworld/sweep/running/mps.py), each asking, running and telling trials until the
-   study holds `n_trials`; they die with this process. A worker that dies is noticed at once: its trial
-   is failed and re-queued and a new worker takes its slot (`max_worker_restarts`);
-4. **ends the study** when it is finished (no trial running anywhere): prints the summary and logs
-   it on the parent run, which it ends. Otherwise (other machines still running trials) the last
-   launch to finish does that.
-
-The launch folder is `hydra.sweep.dir`, made unique (`_1`, `_2`, ... appended when another launch
-took it in the same second); trials go to `trial_<N>` inside it.
+`hydra/sweeper: rookworld_optuna` selects it (Hydra finds it through pyproject.toml's `hydra.plugins` entry
+point); rookworld/sweep/running/launch.py does the work: validate, join the study, run the workers, end the study
+(docs/sweeps.md, How it runs). Its knobs are checked in sweep(), not here, so a bad one is one line, exit 2.
 """
 
 from __future__ import annotations

@@ -1,21 +1,10 @@
 """MLflow parent runs of sweeps: one per Optuna study (rookworld's sweeper), or one per plain multirun.
 
-**Optuna sweeps** (rookworld's sweeper, rookworld/sweep/sweeper.py): one parent run per *study*,
-whatever the number of launches, machines and resumes. Under the study's lock, the first launch
-creates it and stores its id in the study's user attr `rookworld:mlflow_parent`; later launches
-(and resumes) reopen it (`study_parent_run`). `sweep_parent` makes or finds every parent run, both kinds,
-and writes its id to the launch folder's `.mlflow_parent_run`, where every trial's Tracker finds it. The launch that sees the study
-finished summarises it onto the parent and ends it (`finish_study_parent`); a trial run left
-`running` by a killed worker is ended `failed` (`end_orphan_runs`).
-
-**Other multiruns** (Hydra's basic sweeper, `-m key=a,b`): the Hydra callback below, registered by
-conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), makes the parent run before any job (opening the
-store then creates a fresh sqlite DB once, so parallel jobs never race on its creation) and at the end
-summarises the children onto it: the metrics, tags and `sweep_summary/` files of docs/tracking.md (the
-markdown summary is printed too). Direction: `hydra.sweeper.direction`, else maximize.
-
-Note: Hydra 1.4 turns an exception raised by a callback into a warning; errors here are logged
-in full first.
+`sweep_parent` makes or finds every parent run and writes its id to the launch folder's `.mlflow_parent_run`,
+where each trial's Tracker finds it; a study keeps its parent's id in its user attr `rookworld:mlflow_parent`.
+Plain multiruns (Hydra's basic sweeper) get theirs from the Hydra callback below, before any job (so parallel
+jobs never race to create a fresh sqlite store). docs/tracking.md (Sweeps: how children find their parent) has
+the rest. Hydra 1.4 turns a callback's exception into a warning: errors here are logged in full first.
 """
 
 from __future__ import annotations
