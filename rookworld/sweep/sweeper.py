@@ -2,7 +2,7 @@
 
 `hydra/sweeper: rookworld_optuna` selects it (Hydra finds it through pyproject.toml's `hydra.plugins` entry
 point); rookworld/sweep/running/launch.py does the work: validate, join the study, run the workers, end the study
-(docs/sweeps.md, How it runs). Its knobs are checked in sweep(), not here, so a bad one is one line, exit 2.
+(docs/sweeps.md, How it runs). A bad knob is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -18,18 +18,8 @@ from omegaconf import DictConfig
 class RookworldOptunaSweeper(Sweeper):
     """Asynchronous Optuna workers on a shared study (see the module docstring)."""
 
-    def __init__(self, sampler: DictConfig, direction: Any, storage: Any, study_name: Any, n_trials: Any,
-                 n_jobs: Any, max_failure_rate: Any, params: Any, stale_retries: Any, heartbeat_interval_s: Any,
-                 grace_period_s: Any, validate: Any, max_worker_restarts: Any, connect_timeout_s: Any,
-                 statement_timeout_s: Any, lock_wait_s: Any, lock_lease_s: Any, stages: Any) -> None:
-        # checked in sweep(): an error here would be wrapped by Hydra's instantiate into a traceback
-        self._raw = {"sampler": sampler, "direction": direction, "storage": storage, "study_name": study_name,
-                     "n_trials": n_trials, "n_jobs": n_jobs, "max_failure_rate": max_failure_rate, "params": params,
-                     "stale_retries": stale_retries, "heartbeat_interval_s": heartbeat_interval_s,
-                     "grace_period_s": grace_period_s, "validate": validate,
-                     "max_worker_restarts": max_worker_restarts, "connect_timeout_s": connect_timeout_s,
-                     "statement_timeout_s": statement_timeout_s, "lock_wait_s": lock_wait_s, "lock_lease_s": lock_lease_s,
-                     "stages": stages}
+    def __init__(self, **raw: Any) -> None:
+        self._raw = raw  # hydra.sweeper.*, checked in sweep() (Hydra's instantiate would wrap an error here)
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
