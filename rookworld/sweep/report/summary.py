@@ -1,16 +1,7 @@
-"""Summaries of a sweep, one model for both sources: the child runs of one MLflow parent run, or every
-trial of an Optuna study (rookworld's sweeper) joined with its latest MLflow run.
-
-    summary = summarise_children(client, parent_run_id, direction="maximize")
-    print(summary_markdown(summary))
-
-    summary = summarise_study(optuna_study, fetch_study_runs(client, experiment_id, name))
-    print(summary_markdown(summary))          # every trial of the study: Optuna state, outcome
-
-Each trial is a TrialRow (its fields say where each value comes from); a children summary's params are
-those whose value differs between children. A study trial is matched to its latest MLflow run by the
-`rookworld.study` and `rookworld.trial` tags, over every sweep invocation that ran it. The plots are
-rookworld/sweep/report/plots.py's; rookworld/sweep/report/mlflow_parent.py logs summaries on the parent run.
+"""Summaries of a sweep, one model for both sources: the child runs of one MLflow parent run
+(`summarise_children`), or every trial of an Optuna study joined with its latest MLflow run (`summarise_study`,
+matched by the `rookworld.study` and `rookworld.trial` tags over every launch that ran it). Each trial is a
+TrialRow (its fields say where each value comes from); a children summary's params are those that differ.
 """
 
 from __future__ import annotations
