@@ -241,9 +241,7 @@ class Worker:
         report = halving_report(trial, stages.eta)
         result = ItemRun(item, stages, root, penalty, run_job, report, record, _job_error).run()
         if result.failure is not None:
-            log.warning("trial %d failed: %s", trial.number, result.failure)
-            self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, result.failure)
-            return self._tell(trial, bound, state=TrialState.FAIL)
+            return self._fail(trial, bound, result.failure)
         if result.objective is None:
             return self._tell(trial, bound, state=TrialState.PRUNED)
         self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, result.outcome)
@@ -271,25 +269,27 @@ class Worker:
     # ---------------------------------------------------------------- tell
 
     def tell(self, trial: Any, job: JobReturn) -> str:
+        """COMPLETE with the objective the job returned (a RunResult's; its outcome and final evaluation's standard
+        error become user attrs), else FAIL with why (fail_reason); a trial its job pruned stays PRUNED."""
         bound = trial_id(self.storage, self.spec.settings.study_name, trial.number)
         if self.storage.get_trial(bound).state.is_finished():  # its job pruned it
             return self.storage.get_trial(bound).state.name
-        if job.status == JobStatus.COMPLETED:
-            returned = job.return_value
-            outcome = getattr(returned, "outcome", None)
-            if outcome is not None:
-                self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
-            se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
-            if se is not None:
-                self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
-            try:
-                value = float(getattr(returned, "objective", returned))
-            except (TypeError, ValueError):
-                reason = f"the task returned {returned!r}, not a float objective"
-            else:
-                return self._tell(trial, bound, values=value)
-        else:
-            reason = _job_error(job)
+        if job.status != JobStatus.COMPLETED:
+            return self._fail(trial, bound, _job_error(job))
+        returned = job.return_value
+        outcome = getattr(returned, "outcome", None)
+        if outcome is not None:
+            self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
+        se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
+        if se is not None:
+            self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
+        try:
+            value = float(getattr(returned, "objective", returned))
+        except (TypeError, ValueError):
+            return self._fail(trial, bound, f"the task returned {returned!r}, not a float objective")
+        return self._tell(trial, bound, values=value)
+
+    def _fail(self, trial: Any, bound: int, reason: str) -> str:
         log.warning("trial %d failed: %s", trial.number, reason)
         self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, reason)
         return self._tell(trial, bound, state=TrialState.FAIL)

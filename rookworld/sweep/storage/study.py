@@ -23,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from omegaconf import OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
+from rookworld.specs.rules import ConfigError
 from rookworld.tracking import CONF_DIR, one_line
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.storage.host import host_id, process_alive, process_start
@@ -247,18 +248,18 @@ def default_storage(study: str) -> str:
     return str(OmegaConf.create({"hydra": {"sweeper": sweeper}}).hydra.sweeper.storage)
 
 
-def open_study(name: str, url: str | None, base_dir: str) -> optuna.Study | str:
-    """The Optuna study `name` in storage `url` (default: the sweeps' journal file for it), or a one-line
-    error message."""
+def open_study(name: str, url: str | None, base_dir: str) -> optuna.Study:
+    """The Optuna study `name` in storage `url` (default: the sweeps' journal file for it); ConfigError in one
+    line when there is none."""
     url = url or default_storage(name)
     path = storage_file(url, base_dir)
     if path is not None and not path.exists():
-        return f"no Optuna storage at {path} (run from the sweep's launch directory, or --storage)"
+        raise ConfigError(f"no Optuna storage at {path} (run from the sweep's launch directory, or --storage)")
     try:
         storage = open_storage(url, base_dir, default_timeouts())
     except (*STORAGE_ERRORS, StorageFault) as error:
-        return f"cannot open Optuna storage {masked(url)} ({redacted(one_line(error), url)})"
+        raise ConfigError(f"cannot open Optuna storage {masked(url)} ({redacted(one_line(error), url)})") from None
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        return f"no study {name!r} in {masked(url)}"
+        raise ConfigError(f"no study {name!r} in {masked(url)}") from None
