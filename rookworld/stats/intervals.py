@@ -1,13 +1,16 @@
-"""95% intervals: of a mean over seeds (Student's t) and of Spearman's rank correlation (Fisher's z); a
-stage report never calls a configuration best, nor a rung faithful, without one."""
+"""95% intervals: of a mean over seeds (Student's t), of one seed's score from its evaluation's standard error,
+and of Spearman's rank correlation (Fisher's z); a stage report never calls a configuration best, nor a rung
+faithful, without one."""
 from __future__ import annotations
 
 import math
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 CONFIDENCE = 0.95
+Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
 
 
 @dataclass(frozen=True)
@@ -52,3 +55,11 @@ def rho_text(rho: float, n: int) -> str:
     half = stats.norm.ppf(0.5 + CONFIDENCE / 2) * math.sqrt(1.06 / (n - 3))
     z = math.atanh(max(min(rho, 0.999), -0.999))  # a rank correlation of exactly +-1 is clipped (its z is infinite)
     return f"{rho:+.2f} (95% CI {math.tanh(z - half):+.2f}..{math.tanh(z + half):+.2f}, {n} configurations)"
+
+
+def evaluation_interval(objective: float | None, se: float | None) -> dict[str, Any]:
+    """The 95% interval of one seed's objective from its evaluation's standard error (the seed spread not included)."""
+    if objective is None or se is None or math.isnan(se):
+        return {}
+    return {"interval": (objective - Z_95 * se, objective + Z_95 * se),
+            "interval_basis": "one seed: evaluation noise only, not the seed spread"}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from rookworld.specs.rules import ConfigError
 from rookworld.stats import simulation
 from rookworld.sweep import importance, summarise, timeline
 
@@ -23,7 +24,11 @@ def main(argv: list[str] | None = None) -> int:
         doc = (module.__doc__ or "").splitlines()[0]
         module.add_arguments(verbs.add_parser(verb, help=doc, description=doc))
     args = parser.parse_args(argv)
-    return VERBS[args.verb].run(args)
+    try:
+        return VERBS[args.verb].run(args)
+    except ConfigError as error:  # bad input (an argument, a study): one line, exit 2
+        print(f"rookworld: error: {error}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

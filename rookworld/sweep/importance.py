@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -22,6 +21,7 @@ import optuna
 from optuna.distributions import CategoricalDistribution
 
 from rookworld.outcomes import SUCCESS
+from rookworld.specs.rules import ConfigError
 from rookworld.sweep.storage.study import OUTCOME_ATTR, open_study
 
 
@@ -83,17 +83,12 @@ def run(args: argparse.Namespace) -> int:
         try:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as error:
-            print(f"rookworld: error: --plot {args.plot}: cannot create its folder ({error.strerror})", file=sys.stderr)
-            return 2
+            raise ConfigError(f"--plot {args.plot}: cannot create its folder ({error.strerror})") from None
     study = open_study(args.study, args.storage, os.getcwd())
-    if isinstance(study, str):
-        print(f"rookworld: error: {study}", file=sys.stderr)
-        return 2
     try:
         importance = importances(study)
     except ValueError as error:
-        print(f"rookworld: error: {error}", file=sys.stderr)
-        return 2
+        raise ConfigError(str(error)) from None
     print(f"# Parameter importance, study {study.study_name} ({len(successful_trials(study))} successful trials)\n")
     print("| param | fANOVA importance |\n|---|---|")
     print("\n".join(f"| {name} | {value:.3f} |" for name, value in importance.items()))

@@ -1,19 +1,11 @@
 """`python -m rookworld.sweep summary --study NAME`: the summary of an existing Optuna study.
 
-Every trial of the study, over all the sweep invocations that ran it: Optuna state, objective, last
-step reported to the pruner, the outcome of its MLflow run, swept params, why it failed; then counts
-by state and by outcome and the best trial. Run it from the directory the sweep was launched from
-(the default storage and tracking URI are relative to it), or give `--storage` and `--tracking-uri`.
-
-    python -m rookworld.sweep summary --study smoke
-    python -m rookworld.sweep summary --study kl_stability --storage postgresql://host/optuna \\
-        --tracking-uri http://mlflow-host:5000
-    python -m rookworld.sweep summary --study smoke --json       # the same as JSON
-    python -m rookworld.sweep summary --study verdict --no-mlflow --sweep verdict   # + the stage report
-    python -m rookworld.sweep summary --study verdict --no-mlflow --sweep verdict --fidelity-plot fidelity.png
-`--sweep NAME [--override KEY=VALUE ...]` composes that sweep config (sweeps=NAME, as it was launched) for its
-stage settings and prints a staged sweep's report (docs/sweeps.md, Reading the report) as far as the study
-has got; the configuration diff against the baseline is left out (it needs the launch's Hydra context).
+Every trial of the study over all its launches (Optuna state, objective, last step, its MLflow run's outcome,
+swept params, why it failed), counts by state and outcome, the best trial; `--json` for JSON. Run it from the
+sweep's launch directory (the default storage and tracking URI are relative to it), or give `--storage` and
+`--tracking-uri`. `--sweep NAME [--override KEY=VALUE ...]` composes that sweep config (as it was launched) and
+prints a staged sweep's report first, as far as the study has got, without the configuration diff (it needs the
+launch's Hydra context); `--fidelity-plot FILE` also draws its fidelity plot.
 """
 
 from __future__ import annotations
@@ -21,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 
 import optuna
 from omegaconf import OmegaConf
@@ -69,19 +60,13 @@ def load_runs(args: argparse.Namespace, base_dir: str) -> list | None:
 
 def run(args: argparse.Namespace) -> int:
     if args.fidelity_plot and not args.sweep:
-        print(f"rookworld: error: --fidelity-plot {args.fidelity_plot}: needs --sweep (the stage report it plots)",
-              file=sys.stderr)
-        return 2
+        raise ConfigError(f"--fidelity-plot {args.fidelity_plot}: needs --sweep (the stage report it plots)")
     base_dir = os.getcwd()
     study = open_study(args.study, args.storage, base_dir)
-    if isinstance(study, str):
-        print(f"rookworld: error: {study}", file=sys.stderr)
-        return 2
     try:
         runs = load_runs(args, base_dir)
     except TrackingError as error:
-        print(f"rookworld: error: {error} (or --no-mlflow)", file=sys.stderr)
-        return 2
+        raise ConfigError(f"{error} (or --no-mlflow)") from None
     summary = summarise_study(study, runs)
     if args.sweep is not None:  # a staged sweep's report first: it leads with the verdict
         from hydra.errors import ConfigCompositionException, OverrideParseException
@@ -96,11 +81,9 @@ def run(args: argparse.Namespace) -> int:
                 fidelity_figure(checks).savefig(args.fidelity_plot)
                 print(f"fidelity plot: {args.fidelity_plot}")
         except ConfigError as error:
-            print(f"rookworld: error: --sweep {args.sweep}: {error}", file=sys.stderr)
-            return 2
+            raise ConfigError(f"--sweep {args.sweep}: {error}") from None
         except (ConfigCompositionException, OverrideParseException) as error:
-            print(f"rookworld: error: {describe(error, overrides, 'config')}", file=sys.stderr)
-            return 2
+            raise ConfigError(describe(error, overrides, "config")) from None
     print(json.dumps(summary_dict(summary), indent=2, default=str) if args.json else summary_markdown(summary))
     return 0
 

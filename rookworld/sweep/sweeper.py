@@ -1,29 +1,8 @@
 """rookworld's Optuna sweeper: asynchronous workers on one shared study, on one machine or many.
 
-`hydra/sweeper: rookworld_optuna` (conf/hydra/sweeper/rookworld_optuna.yaml) selects it, as every
-sweeps/*.yaml does; Hydra finds the class through the `hydra.plugins` entry point in pyproject.toml.
-`python -m rookworld.train -m sweeps=NAME` then:
-
-1. **validates** every knob before anything starts (rookworld/specs/sweep.py, built by config.load_sweeper): the sweeper's
-   keys, the search space, the sampler, and the trial config itself: it composes a trial's config
-   for values touching every choice and both ends of every range, checks that command-line values
-   keep the type of their defaults (`steps=abc`), and runs `hydra.sweeper.validate` on it
-   (rookworld.config.validate). Then it opens the storage and creates this launch's folder. A bad
-   value exits 2 with one line `rookworld: error: key=value: rule`, leaving nothing behind;
-2. **joins the study**, under the study's lock (rookworld/sweep/storage/lock.py): creates it or loads it,
-   numbers this launch (worker seeds), fails stale trials of dead workers, and gets the study's one
-   MLflow parent run (rookworld/sweep/report/mlflow_parent.py);
-3. **starts the workers**: `min(n_jobs, trials left)` processes `python -m rookworld.sweep.running.run_worker`
-   (rookworld/sweep/running/worker.py), worker k pinned to GPU k mod G (rookworld/sweep/running/gpus.py), with CUDA MPS
-   when workers share a GPU (rookworld/sweep/running/mps.py), each asking, running and telling trials until the
-   study holds `n_trials`; they die with this process. A worker that dies is noticed at once: its trial
-   is failed and re-queued and a new worker takes its slot (`max_worker_restarts`);
-4. **ends the study** when it is finished (no trial running anywhere): prints the summary and logs
-   it on the parent run, which it ends. Otherwise (other machines still running trials) the last
-   launch to finish does that.
-
-The launch folder is `hydra.sweep.dir`, made unique (`_1`, `_2`, ... appended when another launch
-took it in the same second); trials go to `trial_<N>` inside it.
+`hydra/sweeper: rookworld_optuna` selects it (Hydra finds it through pyproject.toml's `hydra.plugins` entry
+point); rookworld/sweep/running/launch.py does the work: validate, join the study, run the workers, end the study
+(docs/sweeps.md, How it runs). A bad knob is one line, exit 2.
 """
 
 from __future__ import annotations
@@ -39,18 +18,8 @@ from omegaconf import DictConfig
 class RookworldOptunaSweeper(Sweeper):
     """Asynchronous Optuna workers on a shared study (see the module docstring)."""
 
-    def __init__(self, sampler: DictConfig, direction: Any, storage: Any, study_name: Any, n_trials: Any,
-                 n_jobs: Any, max_failure_rate: Any, params: Any, stale_retries: Any, heartbeat_interval_s: Any,
-                 grace_period_s: Any, validate: Any, max_worker_restarts: Any, connect_timeout_s: Any,
-                 statement_timeout_s: Any, lock_wait_s: Any, lock_lease_s: Any, stages: Any) -> None:
-        # checked in sweep(): an error here would be wrapped by Hydra's instantiate into a traceback
-        self._raw = {"sampler": sampler, "direction": direction, "storage": storage, "study_name": study_name,
-                     "n_trials": n_trials, "n_jobs": n_jobs, "max_failure_rate": max_failure_rate, "params": params,
-                     "stale_retries": stale_retries, "heartbeat_interval_s": heartbeat_interval_s,
-                     "grace_period_s": grace_period_s, "validate": validate,
-                     "max_worker_restarts": max_worker_restarts, "connect_timeout_s": connect_timeout_s,
-                     "statement_timeout_s": statement_timeout_s, "lock_wait_s": lock_wait_s, "lock_lease_s": lock_lease_s,
-                     "stages": stages}
+    def __init__(self, **raw: Any) -> None:
+        self._raw = raw  # hydra.sweeper.*, checked in sweep() (Hydra's instantiate would wrap an error here)
         self.config: DictConfig | None = None
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None

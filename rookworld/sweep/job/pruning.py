@@ -1,28 +1,11 @@
 """The job side of the Optuna bridge: report a metric to the job's own trial; the pruner may stop it.
 
-hydra-optuna-sweeper has no pruner support. rookworld's sweeper (rookworld/sweep/sweeper.py) gives
-each trial its number as the override `trial.number=N`; conf/trial/optuna.yaml lists this hook in
-`trial.hooks` (`_target_: ...OptunaPruningHook.from_config`), and the run builds it with its config
-(rookworld/hooks.py) and hands it to the trainer. The hook binds to
-trial N of the sweep's study (`hydra.sweeper.study_name` / `storage`, or `trial.study` /
-`trial.storage`) with the pruner of `trial.pruner`, and after each training step:
-
-1. when the step's metrics hold `trial.metric` (eval/score exists at evaluation steps only) and the
-   step is a multiple of `trial.every`, reports the mean of the metric's last `trial.window` values
-   at that step (`Trial.report`);
-2. asks the pruner (`Trial.should_prune`); if it says prune, ends the trial PRUNED in the study
-   (`study.tell`, from the job) and returns True: the trainer stops with outcome `pruned`, which
-   the Tracker tags in MLflow. The sweeper, whose `tell` skips finished trials, leaves it PRUNED.
-
-With `trial/pruner=wilcoxon` (Optuna's WilcoxonPruner, a paired signed-rank test against the best
-trial) the hook reports, at each evaluation step, every held-out problem's own score
-(`EvalResult.problem_scores`) as its own Optuna step `step * n_problems + index`: trials evaluated
-at the same steps on the same held-out problems pair value by value (`trial.metric`, `every` and
-`window` do not apply). The first comparison needs a completed trial that evaluated at that step.
-
-A trial a divergence detector stops is not pruned: the hook records its outcome as the trial's user attr
-`rookworld:outcome` (so a study summary never names it best) and the sweeper tells it COMPLETE with
-`objective.failure_penalty`, which must rank below every eval/score (docs/sweeps.md, How a trial ends).
+conf/trial/optuna.yaml lists this hook in `trial.hooks`; it binds to trial `trial.number` of the sweep's study
+and after each step reports the mean of `trial.metric`'s last `trial.window` values (every `trial.every`
+steps) and asks the pruner; a pruned trial is told PRUNED here, in the job, and the trainer stops (outcome
+`pruned`). With `trial/pruner=wilcoxon` each held-out problem's score is its own Optuna step
+(`step * n_problems + index`), so trials pair problem by problem. A divergence-stopped run is not pruned: its
+outcome goes to the trial's user attr `rookworld:outcome` (docs/sweeps.md, How a trial ends and Pruning).
 """
 
 from __future__ import annotations

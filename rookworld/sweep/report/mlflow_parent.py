@@ -1,21 +1,10 @@
 """MLflow parent runs of sweeps: one per Optuna study (rookworld's sweeper), or one per plain multirun.
 
-**Optuna sweeps** (rookworld's sweeper, rookworld/sweep/sweeper.py): one parent run per *study*,
-whatever the number of launches, machines and resumes. Under the study's lock, the first launch
-creates it and stores its id in the study's user attr `rookworld:mlflow_parent`; later launches
-(and resumes) reopen it (`study_parent_run`). `sweep_parent` makes or finds every parent run, both kinds,
-and writes its id to the launch folder's `.mlflow_parent_run`, where every trial's Tracker finds it. The launch that sees the study
-finished summarises it onto the parent and ends it (`finish_study_parent`); a trial run left
-`running` by a killed worker is ended `failed` (`end_orphan_runs`).
-
-**Other multiruns** (Hydra's basic sweeper, `-m key=a,b`): the Hydra callback below, registered by
-conf/tracking/mlflow.yaml (`hydra.callbacks.mlflow_sweep`), makes the parent run before any job (opening the
-store then creates a fresh sqlite DB once, so parallel jobs never race on its creation) and at the end
-summarises the children onto it: the metrics, tags and `sweep_summary/` files of docs/tracking.md (the
-markdown summary is printed too). Direction: `hydra.sweeper.direction`, else maximize.
-
-Note: Hydra 1.4 turns an exception raised by a callback into a warning; errors here are logged
-in full first.
+`sweep_parent` makes or finds every parent run and writes its id to the launch folder's `.mlflow_parent_run`,
+where each trial's Tracker finds it; a study keeps its parent's id in its user attr `rookworld:mlflow_parent`.
+Plain multiruns (Hydra's basic sweeper) get theirs from the Hydra callback below, before any job (so parallel
+jobs never race to create a fresh sqlite store). docs/tracking.md (Sweeps: how children find their parent) has
+the rest. Hydra 1.4 turns a callback's exception into a warning: errors here are logged in full first.
 """
 
 from __future__ import annotations
@@ -46,7 +35,7 @@ from rookworld.tracking import (
     overrides_tag,
 )
 from rookworld.sweep.job.context import ParentRef, study_name, write_parent_ref
-from rookworld.sweep.report.summary import (RUNS, STUDY, SweepSummary, fetch_study_runs, format_value, run_trial_number,
+from rookworld.sweep.report.summary import (STUDY, SweepSummary, fetch_study_runs, format_value, run_trial_number,
                                      summarise_children, summarise_study, summary_dict, summary_markdown)
 
 if TYPE_CHECKING:
@@ -142,7 +131,7 @@ def finish_study_parent(client: MlflowClient, parent: ParentRef, study: optuna.S
     """Summarise the study (Optuna states) and its children (MLflow) onto the parent and end it."""
     end_orphan_runs(client, parent.experiment_id, study)
     summary = summarise_study(study, fetch_study_runs(client, parent.experiment_id, study.study_name))
-    log_study_summary(client, parent.run_id, summary)
+    log_summary(client, parent.run_id, summary)
     return finish_parent_run(client, parent.run_id, summary.direction, top_k, log_scale)
 
 
@@ -164,7 +153,7 @@ def finish_parent_run(client: MlflowClient, parent_run_id: str, direction: Any, 
     """Summarise the children onto the parent, end it, and return the markdown summary."""
     try:
         summary = summarise_children(client, parent_run_id, direction, log_scale)
-        log_children_summary(client, summary, top_k)
+        log_summary(client, parent_run_id, summary, top_k)
     except Exception:
         client.set_terminated(parent_run_id, status="FAILED")
         raise
@@ -173,18 +162,6 @@ def finish_parent_run(client: MlflowClient, parent_run_id: str, direction: Any, 
 
 
 # ---------------------------------------------------------------- summaries on the parent run
-
-
-def _log_values_and_tags(client: MlflowClient, run_id: str, values: dict[str, Any], tags: dict[str, str],
-                         step: int) -> None:
-    """`values` as metrics at `step` (one batch) and `tags` (cut to MLflow's tag length) on a run."""
-    from mlflow.entities import Metric, RunTag  # mlflow stays lazy: a sweep with tracking=none never imports it
-
-    timestamp = time.time_ns() // 1_000_000
-    client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, step) for k, v in values.items()])
-    items = [RunTag(k, v[:MAX_TAG_LENGTH]) for k, v in tags.items()]
-    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
-        client.log_batch(run_id, tags=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
 
 
 def _log_files(client: MlflowClient, run_id: str, summary: SweepSummary, name: str, top_k: int | None) -> None:
@@ -202,36 +179,32 @@ def _log_files(client: MlflowClient, run_id: str, summary: SweepSummary, name: s
         client.log_artifacts(run_id, tmp, SUMMARY_ARTIFACT_DIR)
 
 
-def log_children_summary(client: MlflowClient, summary: SweepSummary, top_k: int = 5) -> None:
-    """Counts (metrics), best trial (metric + tags) and files (artifacts: summary.md, .json, the plots) on
-    the parent run. Only metrics and tags are used, so summarising a study again updates it in place."""
-    run_id = summary.parent_run_id
-    assert summary.source == RUNS and run_id is not None
-    _log_files(client, run_id, summary, "summary", top_k)
-    values = {"sweep.n_trials": len(summary.trials)}
-    values.update({f"sweep.n_{o}": n for o, n in summary.outcome_counts.items()})
-    tags = {"sweep.direction": summary.direction}
+def log_summary(client: MlflowClient, run_id: str, summary: SweepSummary, top_k: int | None = None) -> None:
+    """A summary on the parent run: counts (metrics), the best trial (a metric, tags) and files (sweep_summary/).
+    The children's as `sweep.*` with summary.md, .json and (with `top_k`) the plots; the study's Optuna states as
+    `sweep.optuna.*` with optuna_study.md, .json. Metrics and tags only: summarising again updates it in place."""
+    from mlflow.entities import Metric, RunTag  # mlflow stays lazy: a sweep with tracking=none never imports it
+
+    study = summary.source == STUDY
+    prefix = "sweep.optuna." if study else "sweep."
+    _log_files(client, run_id, summary, STUDY_ARTIFACT if study else "summary", None if study else top_k)
+    counts = {s.lower(): n for s, n in summary.state_counts.items()} if study else \
+        {"trials": len(summary.trials), **summary.outcome_counts}
+    values = {f"{prefix}n_{key}": n for key, n in counts.items()}
+    tags = {} if study else {"sweep.direction": summary.direction}
     best = summary.best
     if best is not None:
-        values["sweep.best_objective"] = best.objective
-        tags.update({"sweep.best_run_id": str(best.run_id), "sweep.best_trial": str(best.trial)})
-        tags.update({f"sweep.best.{k}": format_value(best.params.get(k, "")) for k in summary.params})
-    _log_values_and_tags(client, run_id, values, tags, step=len(summary.trials))
-
-
-def log_study_summary(client: MlflowClient, parent_run_id: str, summary: SweepSummary) -> None:
-    """Optuna state counts and best trial (metrics `sweep.optuna.*`, tags) and the table
-    (`sweep_summary/optuna_study.md`, `.json`) on the sweep's parent run."""
-    assert summary.source == STUDY
-    _log_files(client, parent_run_id, summary, STUDY_ARTIFACT, top_k=None)
-    values = {f"sweep.optuna.n_{s.lower()}": n for s, n in summary.state_counts.items()}
-    tags = {}
-    best = summary.best
-    if best is not None:
-        values["sweep.optuna.best_value"] = best.objective
-        tags["sweep.optuna.best_trial"] = str(best.trial)
-        tags.update({f"sweep.optuna.best.{k}": format_value(v) for k, v in best.params.items()})
-    _log_values_and_tags(client, parent_run_id, values, tags, step=len(summary.trials))
+        values[prefix + ("best_value" if study else "best_objective")] = best.objective
+        tags[prefix + "best_trial"] = str(best.trial)
+        shown = best.params if study else summary.params  # a children summary: every swept param, "" if unset
+        tags.update({f"{prefix}best.{k}": format_value(best.params.get(k, "")) for k in shown})
+        if not study:
+            tags["sweep.best_run_id"] = str(best.run_id)
+    timestamp = time.time_ns() // 1_000_000
+    client.log_batch(run_id, metrics=[Metric(k, float(v), timestamp, len(summary.trials)) for k, v in values.items()])
+    items = [RunTag(k, v[:MAX_TAG_LENGTH]) for k, v in tags.items()]
+    for start in range(0, len(items), MAX_PARAMS_TAGS_PER_BATCH):
+        client.log_batch(run_id, tags=items[start : start + MAX_PARAMS_TAGS_PER_BATCH])
 
 
 class MLflowSweepCallback(Callback):

@@ -1,16 +1,7 @@
-"""Summaries of a sweep, one model for both sources: the child runs of one MLflow parent run, or every
-trial of an Optuna study (rookworld's sweeper) joined with its latest MLflow run.
-
-    summary = summarise_children(client, parent_run_id, direction="maximize")
-    print(summary_markdown(summary))
-
-    summary = summarise_study(optuna_study, fetch_study_runs(client, experiment_id, name))
-    print(summary_markdown(summary))          # every trial of the study: Optuna state, outcome
-
-Each trial is a TrialRow (its fields say where each value comes from); a children summary's params are
-those whose value differs between children. A study trial is matched to its latest MLflow run by the
-`rookworld.study` and `rookworld.trial` tags, over every sweep invocation that ran it. The plots are
-rookworld/sweep/report/plots.py's; rookworld/sweep/report/mlflow_parent.py logs summaries on the parent run.
+"""Summaries of a sweep, one model for both sources: the child runs of one MLflow parent run
+(`summarise_children`), or every trial of an Optuna study joined with its latest MLflow run (`summarise_study`,
+matched by the `rookworld.study` and `rookworld.trial` tags over every launch that ran it). Each trial is a
+TrialRow (its fields say where each value comes from); a children summary's params are those that differ.
 """
 
 from __future__ import annotations
@@ -22,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from rookworld.outcomes import OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OUTCOMES, RUNNING, SUCCESS
 from rookworld.specs.sweep import DIRECTIONS
-from rookworld.stats.intervals import Estimate
+from rookworld.stats.intervals import Estimate, evaluation_interval
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
 from rookworld.tracking import (CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STEPS_METRIC, STOP_REASON_TAG,
@@ -34,7 +25,6 @@ if TYPE_CHECKING:
     from mlflow.entities import Run
     from optuna.trial import FrozenTrial
 
-Z_95 = 1.959964  # the normal quantile of a two-sided 95% interval
 STAGE_TAG = "rookworld.stage"  # a staged sweep's run tag (trial.tags.stage)
 OPTUNA_STATES = ("COMPLETE", "PRUNED", "FAIL", "RUNNING", "WAITING")
 RUNS, STUDY = "runs", "study"  # a summary's source: an MLflow parent's child runs, or an Optuna study
@@ -151,14 +141,6 @@ def search_all_runs(client: MlflowClient, experiment_id: str, query: str) -> lis
 def run_trial_number(run: Run) -> int | None:
     trial = run.data.tags.get(TRIAL_TAG)
     return int(trial) if trial is not None and trial.lstrip("-").isdigit() else None
-
-
-def evaluation_interval(objective: float | None, se: float | None) -> dict[str, Any]:
-    """The 95% interval of one seed's objective from its evaluation's standard error (the seed spread not included)."""
-    if objective is None or se is None or math.isnan(se):
-        return {}
-    return {"interval": (objective - Z_95 * se, objective + Z_95 * se),
-            "interval_basis": "one seed: evaluation noise only, not the seed spread"}
 
 
 def seeds_interval(trial: FrozenTrial) -> dict[str, Any]:

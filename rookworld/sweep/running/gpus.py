@@ -1,12 +1,6 @@
-"""A GPU for each worker of a sweep, chosen before CUDA initialises.
-
-The sweeper (rookworld/sweep/sweeper.py) starts `hydra.sweeper.n_jobs` worker processes and gives
-worker k the environment variable CUDA_VISIBLE_DEVICES = GPU k mod G of the G visible GPUs, so a
-worker's CUDA sees one GPU from its start. `trial.trials_per_gpu` workers share a GPU: n_jobs may
-be at most G x trials_per_gpu. It acts only when `device` is auto or cuda, on a machine with GPUs.
-
-Visible GPUs: CUDA_VISIBLE_DEVICES when set (e.g. by SLURM, or to restrict a sweep to some GPUs),
-else `nvidia-smi`; none (no nvidia-smi, as on a CPU machine): nothing to assign.
+"""A GPU for each worker of a sweep, chosen before CUDA initialises: worker k gets CUDA_VISIBLE_DEVICES = GPU
+k mod G of the G visible GPUs (CUDA_VISIBLE_DEVICES when set, else `nvidia-smi`; none on a CPU machine), and
+n_jobs may be at most G x `trial.trials_per_gpu`. It acts only when `device` is auto or cuda.
 """
 
 from __future__ import annotations

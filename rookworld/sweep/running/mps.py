@@ -1,18 +1,10 @@
 """CUDA MPS for a sweep's workers: several workers on one GPU run their kernels at once, not by turns.
 
-`trial.mps` (conf/trial/optuna.yaml): `auto` (the default) starts MPS when some GPU has more than one
-worker and falls back, with a one-line notice, to time slicing when MPS is unavailable; `on`
-requires it (the launch stops in one line without it); `off` never starts it. A CUDA MPS daemon
-the user runs already (CUDA_MPS_PIPE_DIRECTORY set) is used as it is.
-
-The launch starts a private MPS control daemon (`nvidia-cuda-mps-control -d`) with its own pipe
-folder (a short path under the temp folder: the pipe is a Unix socket) and log folder
-(`<launch>/.sweep/mps_log`), and gives its workers CUDA_MPS_PIPE_DIRECTORY and
-CUDA_MPS_LOG_DIRECTORY. The daemon starts without CUDA_VISIBLE_DEVICES, so that it sees every GPU
-and a worker's CUDA_VISIBLE_DEVICES (its GPU's id) names the same GPU under it. A keeper process (`python -m rookworld.sweep.running.mps_keeper PIPE LOG PID`) stops the
-daemon (`quit`) and removes the pipe folder when the launch ends, however it ends: the launch stops
-the keeper at its end, and the kernel signals the keeper when the launch dies (PR_SET_PDEATHSIG),
-even by SIGKILL.
+`trial.mps`: auto | on | off (docs/sweeps.md, Many trials on one GPU machine); a daemon the user runs
+(CUDA_MPS_PIPE_DIRECTORY set) is used as it is. The launch's private daemon gets a short pipe folder (a Unix
+socket's path) and `<launch>/.sweep/mps_log`, and starts without CUDA_VISIBLE_DEVICES, so a worker's GPU id names
+the same GPU under it. A keeper process (rookworld/sweep/running/mps_keeper.py) stops it when the launch ends,
+however it ends (PR_SET_PDEATHSIG, even on SIGKILL).
 """
 
 from __future__ import annotations

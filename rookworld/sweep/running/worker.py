@@ -1,26 +1,9 @@
-"""A sweep worker: one long-lived process that runs trials of a shared Optuna study until it is done.
-
-The sweeper (rookworld/sweep/sweeper.py) starts `python -m rookworld.sweep.running.run_worker SPEC INDEX` once
-per GPU slot, with CUDA_VISIBLE_DEVICES already set. SPEC is the sweep, pickled by the sweeper:
-Hydra's context, the sweep's config, where the task function lives (imported again here: a module,
-or the script's file), the settings and the search space. The worker loops:
-
-1. **ask**, under the study's lock (rookworld/sweep/storage/lock.py): fail stale RUNNING trials (their
-   worker died) and re-queue them; stop if the study already holds `n_trials` trials (finished or
-   running, stale failures not counted: `n_trials` is the study's total over every worker and
-   machine), or if the share of failed trials exceeds `max_failure_rate`; else ask the study for a
-   trial (a re-queued one first) with its params sampled, and stamp it with this worker's heartbeat;
-2. **run** it in this process, as a Hydra job: the sweep config plus the fixed overrides, the
-   sampled params and `trial.number=N`, composed by Hydra; its own folder `trial_N` with
-   `.hydra/config.yaml`, `overrides.yaml` and its log (Hydra's run_job);
-3. **tell** the result: COMPLETE with the returned objective (a RunResult's `objective`; its
-   `outcome` becomes the user attr `rookworld:outcome`), or FAIL with the exception in one line (user attr
-   `fail_reason`); a trial its job ended PRUNED stays PRUNED.
-
-Each worker's sampler is seeded `seed + 10000 x launch + index` (launch: the study's count of sweep
-launches, taken under the lock), so no two workers, on any machine, draw the same sequence.
-The worker dies with its sweeper: PR_SET_PDEATHSIG (SIGKILL) and a parent-pid check every second.
-Its timeline (ready, each trial's start and end) goes to `<launch dir>/.sweep/worker_<INDEX>.jsonl`.
+"""A sweep worker: one long-lived process (`python -m rookworld.sweep.running.run_worker SPEC INDEX`, one per
+GPU slot) that asks, runs and tells trials of the shared study until it holds `n_trials` (docs/sweeps.md,
+How it runs). SPEC is the sweep the launch pickled (WorkerSpec). Asks happen under the study's lock; a job runs
+in this process as a Hydra job in `trial_N/`; a trial its job pruned stays PRUNED. Worker INDEX of launch L
+seeds its sampler `seed + 10000 x L + INDEX`, so no two workers on any machine draw alike. It dies with the
+launch (PR_SET_PDEATHSIG and a parent-pid check) and writes its timeline to `.sweep/worker_<INDEX>.jsonl`.
 """
 
 from __future__ import annotations
@@ -178,7 +161,7 @@ class Worker:
 
     def ask(self) -> Any:
         """The next trial of the study; None when it has its n_trials (and, staged, its verdict); WAIT when
-        a staged sweep's next stage waits for running trials (see the module docstring)."""
+        a staged sweep's next stage waits for running trials."""
         s = self.spec.settings
         self.study.get_trials(deepcopy=False)  # reads the study's news outside the lock: under it, only what is newer
         with storage_lock(self.url, self.spec.base_dir, f"study:{s.study_name}", s.timeouts):
@@ -258,9 +241,7 @@ class Worker:
         report = halving_report(trial, stages.eta)
         result = ItemRun(item, stages, root, penalty, run_job, report, record, _job_error).run()
         if result.failure is not None:
-            log.warning("trial %d failed: %s", trial.number, result.failure)
-            self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, result.failure)
-            return self._tell(trial, bound, state=TrialState.FAIL)
+            return self._fail(trial, bound, result.failure)
         if result.objective is None:
             return self._tell(trial, bound, state=TrialState.PRUNED)
         self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, result.outcome)
@@ -288,25 +269,27 @@ class Worker:
     # ---------------------------------------------------------------- tell
 
     def tell(self, trial: Any, job: JobReturn) -> str:
+        """COMPLETE with the objective the job returned (a RunResult's; its outcome and final evaluation's standard
+        error become user attrs), else FAIL with why (fail_reason); a trial its job pruned stays PRUNED."""
         bound = trial_id(self.storage, self.spec.settings.study_name, trial.number)
         if self.storage.get_trial(bound).state.is_finished():  # its job pruned it
             return self.storage.get_trial(bound).state.name
-        if job.status == JobStatus.COMPLETED:
-            returned = job.return_value
-            outcome = getattr(returned, "outcome", None)
-            if outcome is not None:
-                self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
-            se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
-            if se is not None:
-                self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
-            try:
-                value = float(getattr(returned, "objective", returned))
-            except (TypeError, ValueError):
-                reason = f"the task returned {returned!r}, not a float objective"
-            else:
-                return self._tell(trial, bound, values=value)
-        else:
-            reason = _job_error(job)
+        if job.status != JobStatus.COMPLETED:
+            return self._fail(trial, bound, _job_error(job))
+        returned = job.return_value
+        outcome = getattr(returned, "outcome", None)
+        if outcome is not None:
+            self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
+        se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
+        if se is not None:
+            self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
+        try:
+            value = float(getattr(returned, "objective", returned))
+        except (TypeError, ValueError):
+            return self._fail(trial, bound, f"the task returned {returned!r}, not a float objective")
+        return self._tell(trial, bound, values=value)
+
+    def _fail(self, trial: Any, bound: int, reason: str) -> str:
         log.warning("trial %d failed: %s", trial.number, reason)
         self.storage.set_trial_user_attr(bound, FAIL_REASON_ATTR, reason)
         return self._tell(trial, bound, state=TrialState.FAIL)

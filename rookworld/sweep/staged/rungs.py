@@ -1,18 +1,10 @@
 """One trial of a staged sweep: a configuration's seeds run rung by rung, each rung a prefix of the full run.
 
-A search trial runs its configuration on each of its k seeds to the first rung, one seed after the
-other, reports the mean over the seeds at that step and asks successive halving (rookworld/sweep/staged/stages.py:
-halving_report, `eta` the knob; a rung decided before a kill stays decided) whether it goes on; if it
-does, each seed resumes from its own checkpoint of that rung (`resume_from`, the same `steps`, so every
-schedule spans the full horizon) up to the next rung, and so on to the full horizon. Race and confirmation trials run one seed to the full
-horizon, rung by rung too (a killed run goes on from its last rung), never stopped. The baseline is
-never stopped at a rung.
-
-Each segment is one `rookworld.train` run (a Hydra job of the worker) with `seed`, `stop_at`,
-`resume_from`, `eval.split` and `checkpoint.*` set; its checkpoint and a record of its score go to
-`<stages.checkpoint_dir>/config_<C>/seed_<S>/`. A trial killed mid-way is re-queued (the study's stale
-trials); its retry finds the finished segments' records and checkpoints and goes on from there. A
-configuration's folders are removed once its trial has ended.
+Each segment is one `rookworld.train` run (a Hydra job of the worker) with `seed`, `stop_at`, `resume_from`,
+`eval.split` and `checkpoint.*` set; a search trial reports its seeds' mean at each rung to successive halving
+(stages.halving_report), the baseline, race and confirmation trials are never stopped. A segment's checkpoint
+and score record go to `<stages.checkpoint_dir>/config_<C>/seed_<S>/`, so a killed trial's retry goes on from
+the finished segments; a configuration's folders are removed once its trial has ended.
 """
 
 from __future__ import annotations

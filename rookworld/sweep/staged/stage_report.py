@@ -1,14 +1,8 @@
 """The report of a staged sweep: its verdict first, then what each stage found, with its uncertainty.
 
-Printed at the end of the sweep and logged on its MLflow parent run (`sweep_summary/stages.md`, the
-fidelity plot `sweep_summary/fidelity.png`). In order: the verdict line; the winner's config against
-the baseline's, only the keys that differ; the infrastructure failures on a line of their own (runs cut
-by the end of their machine, runs that raised); per stage, each configuration's mean over its seeds
-with a 95% t-interval (mean +- t(0.975, n-1) x sd / sqrt(n)); the configurations that cannot be told
-apart from the best; the fidelity checks, each with its 95% interval (Spearman's rank correlation
-between the search's rung means and the full-horizon means: on the search seeds over the
-configurations that reached the full horizon, and the race's means over the raced configurations);
-GPU-seconds per run and in total. A configuration is never called best without its interval.
+Printed at the end of the sweep and logged on its MLflow parent run (`sweep_summary/stages.md`, `fidelity.png`);
+docs/sweeps.md (Reading the report and the verdict) walks through it. A configuration is never called best, nor
+a rung faithful, without its 95% interval.
 """
 from __future__ import annotations
 

@@ -1,21 +1,12 @@
-"""The stages of a staged sweep as Optuna trials, and what each stage needs next.
+"""The stages of a staged sweep as Optuna trials, and what each stage needs next (docs/sweeps.md, Stages).
 
-Every piece of work is an Optuna trial whose user attrs (`rookworld:work.*`) say what it runs:
-
-- **search**: a configuration on the k search seeds, rung by rung (rookworld/sweep/staged/rungs.py): the
-  sampler's trials, and the **baseline** (`hydra.sweeper.stages.baseline` overrides instead of sampled
-  params), enqueued first. Successive halving stops a configuration at a rung.
-- **race**: one configuration on one added seed at the full horizon. The race
-  (rookworld/stats/racing.py) runs the `race.top` best searched configurations and the baseline; the
-  search's full-horizon scores are its first rounds.
-- **confirm**: a finalist (a race survivor) or the baseline on one fresh seed, scored on the test
-  positions; once every run is in, the verdict (rookworld/stats/verdict.py) is stored on the study.
-
-`due()` derives the next stage's runs from what the study records, and nothing else: called under the
-study's lock by every worker before it asks (rookworld/sweep/running/worker.py), it enqueues only runs no trial
-holds yet, so a killed sweep, several workers and several launches agree. Race and confirmation trials
-and the baseline have no Optuna params (their configuration is in `rookworld:work.overrides`): the
-sampler learns from the sampled search trials only.
+Every piece of work is an Optuna trial whose user attrs (`rookworld:work.*`) say what it runs: a search
+configuration (the baseline enqueued first) on the k search seeds, rung by rung; a race run (one configuration,
+one added seed); a confirmation run (a finalist or the baseline, one fresh seed on the confirmation's pool).
+`due()` derives the next runs from what the study records, and nothing else: every worker calls it under the
+study's lock before it asks, and it enqueues only runs no trial holds yet, so a killed sweep, several workers
+and several launches agree. Race, confirmation and baseline trials have no Optuna params (their configuration
+is in `rookworld:work.overrides`): the sampler learns from the sampled search trials only.
 """
 
 from __future__ import annotations

@@ -1,12 +1,7 @@
-"""The storage's clock: the one time every host of a sweep reads alike, for heartbeats.
-
-Hosts' wall clocks differ (a node minutes behind would see live trials of others as silent), so a
-heartbeat is stamped and judged by the clock of the storage all of them share:
-
-- PostgreSQL: the server's `clock_timestamp()`;
-- a file storage (journal, SQLite): the modification time the file system gives `<storage>.clock`
-  when touched; on NFS and Lustre the file server sets it, on a local disk it is the host's clock
-  (one host: one clock).
+"""The storage's clock: the one time every host of a sweep reads alike, for heartbeats (a node minutes
+behind would see others' live trials as silent). PostgreSQL: the server's `clock_timestamp()`; a file storage:
+the modification time the file system gives `<storage>.clock` when touched (on NFS and Lustre the file
+server's clock; on a local disk the one host's).
 """
 
 from __future__ import annotations

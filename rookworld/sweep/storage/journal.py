@@ -1,11 +1,7 @@
-"""The journal file storage (`journal:PATH`, Optuna's JournalStorage), made to survive faults.
-
-- A torn record (a writer cut off mid-line: a full disk, a killed process, a lost node) is
-  repaired when the journal is opened, under Optuna's own journal lock: a torn last line is
-  dropped; a line where a later record was appended to a torn one keeps that record. One line on
-  stderr says how many bytes went. The study resumes with every record written in full.
-- A write that fails (a full disk) is undone: the file is cut back to its size before the write,
-  so the journal stays readable, and a StorageFault says what happened in one line.
+"""The journal file storage (`journal:PATH`, Optuna's JournalStorage), made to survive faults: a torn record
+(a writer cut off mid-line) is repaired on open, under Optuna's journal lock, keeping every record written in
+full (one stderr line says how many bytes went); a write that fails (a full disk) is undone, the file cut back
+to its size before it, and a StorageFault says so in one line.
 """
 
 from __future__ import annotations

@@ -1,17 +1,12 @@
-"""One lock per study storage, shared by every sweep process and worker on every machine.
+"""One lock per study storage, shared by every sweep process and worker on every machine:
+`with storage_lock(url, base_dir, "study:smoke", timeouts): ...` around each ask and the parent run's creation.
 
-    with storage_lock(url, base_dir, "study:smoke", timeouts):
-        ...   # count the study's trials and ask for one more; create its MLflow parent run once
-
-- File storages (`journal:PATH`, `sqlite:///PATH`): an exclusive `flock` on `PATH.<name>.lock`.
-  The kernel releases it when its holder exits, even by SIGKILL. flock is one machine's lock on a
-  local disk and on NFSv4; on Lustre only when clients mount with `-o flock` (with `localflock` it
-  is not shared between nodes); use PostgreSQL where unsure (docs/sweeps.md).
-- PostgreSQL: a transaction advisory lock (`pg_advisory_xact_lock`) keyed by a hash of the name, on
-  its own connection, with a lease: the holder touches the connection every third of
-  `lock_lease_s`; a holder that stops (a frozen node, a lost network) leaves its transaction idle
-  and the server ends its session after `lock_lease_s` (`idle_in_transaction_session_timeout`,
-  TCP keepalives), which releases the lock. Waiting longer than `lock_wait_s` is a StorageFault.
+- File storages: an exclusive `flock` on `PATH.<name>.lock`, released by the kernel when its holder exits (even
+  by SIGKILL); shared between machines only where the file system makes it so (docs/sweeps.md).
+- PostgreSQL: a transaction advisory lock keyed by a hash of the name, on its own connection, with a lease: the
+  holder touches the connection every third of `lock_lease_s`; one that stops (a frozen node, a lost network)
+  leaves its transaction idle and the server ends its session after `lock_lease_s`, which releases the lock.
+  Waiting longer than `lock_wait_s` is a StorageFault.
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
-"""Optuna studies of rookworld sweeps: storages, each trial's own number, trials whose sweeper died.
+"""Optuna studies of rookworld sweeps: storages, each trial's own number, trials whose worker died.
 
-Shared by the sweeper (rookworld/sweep/sweeper.py, in the sweep process) and the pruning hook
-(rookworld/sweep/job/pruning.py, in each job).
-
-- Storage URLs: `journal:PATH` for Optuna's JournalStorage on a file, `sqlite:///PATH`, or
-  `postgresql://user@host/db` (driver psycopg2: `postgresql://` means `postgresql+psycopg2://`; the
-  `postgresql` extra installs it). Relative sqlite and journal paths are relative to the launch
-  directory (Hydra's runtime.cwd), in the sweep process and in every worker alike. A database's
-  tables are created under the storage lock (rookworld/sweep/storage/lock.py), so sweeps started at the
-  same moment on a fresh database do not race.
-- Trial number: the worker that asked a trial runs its job with the override `trial.number=N`
-  (rookworld/sweep/running/worker.py); the job's pruning hook binds to trial N of the study by it (`trial_id`).
-- Stale trials: each worker stamps the trial it runs with its host id, pid and start time
-  (rookworld/sweep/storage/host.py) and a heartbeat by the storage's clock (rookworld/sweep/storage/clock.py;
-  system attr `rookworld:sweeper`), again every heartbeat interval. A RUNNING trial is stale when
-  its worker is gone (same host id, process no longer running) or its heartbeat is older than the
-  grace period by the storage's clock (any host: no two hosts' wall clocks are compared). A stale
-  trial is failed (system attr `rookworld:stale`, user attr `fail_reason`) and re-queued with the
-  same params (user attr `rookworld:retry_of`), at most `retries` times along a chain of retries.
+Shared by the launch, its workers and each job's pruning hook. Relative file storages are relative to the
+launch directory, in every process alike; a database's tables are created under the storage lock. A RUNNING
+trial is stale when its worker is gone (same host, process ended) or its heartbeat, stamped by the storage's
+clock, is older than the grace period (no two hosts' clocks are compared); it is failed and re-queued with the
+same params at most `retries` times (docs/sweeps.md, Storage, many machines, resume and killed sweeps).
 """
 
 from __future__ import annotations
@@ -36,6 +23,7 @@ from optuna.trial import FrozenTrial, TrialState
 from omegaconf import OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
+from rookworld.specs.rules import ConfigError
 from rookworld.tracking import CONF_DIR, one_line
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.storage.host import host_id, process_alive, process_start
@@ -67,7 +55,7 @@ class MissingDriverError(ImportError):
 
 
 def open_storage(url: str, base_dir: str, timeouts: DbTimeouts) -> BaseStorage:
-    """The storage a URL names (see the module docstring); parent folders of file stores are created. A
+    """The storage a URL names (rookworld/sweep/storage/storage_url.py); parent folders of file stores are created. A
     journal is repaired first (rookworld/sweep/storage/journal.py); a database's connections get `timeouts`."""
 
     path = storage_file(url, base_dir)
@@ -260,18 +248,18 @@ def default_storage(study: str) -> str:
     return str(OmegaConf.create({"hydra": {"sweeper": sweeper}}).hydra.sweeper.storage)
 
 
-def open_study(name: str, url: str | None, base_dir: str) -> optuna.Study | str:
-    """The Optuna study `name` in storage `url` (default: the sweeps' journal file for it), or a one-line
-    error message."""
+def open_study(name: str, url: str | None, base_dir: str) -> optuna.Study:
+    """The Optuna study `name` in storage `url` (default: the sweeps' journal file for it); ConfigError in one
+    line when there is none."""
     url = url or default_storage(name)
     path = storage_file(url, base_dir)
     if path is not None and not path.exists():
-        return f"no Optuna storage at {path} (run from the sweep's launch directory, or --storage)"
+        raise ConfigError(f"no Optuna storage at {path} (run from the sweep's launch directory, or --storage)")
     try:
         storage = open_storage(url, base_dir, default_timeouts())
     except (*STORAGE_ERRORS, StorageFault) as error:
-        return f"cannot open Optuna storage {masked(url)} ({redacted(one_line(error), url)})"
+        raise ConfigError(f"cannot open Optuna storage {masked(url)} ({redacted(one_line(error), url)})") from None
     try:
         return optuna.load_study(study_name=name, storage=storage)
     except KeyError:
-        return f"no study {name!r} in {masked(url)}"
+        raise ConfigError(f"no study {name!r} in {masked(url)}") from None
