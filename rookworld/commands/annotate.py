@@ -92,31 +92,37 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--pgn-sample-rate", type=float, default=0.2)
     parser.add_argument("--max-positions", type=int, help="stop after this many (fens / pgn)")
-    parser.add_argument("--temperature", type=float, default=selfplay.temperature, help="self-play softmax, pawns")
-    parser.add_argument("--epsilon", type=float, default=selfplay.epsilon, help="self-play random-move rate")
-    parser.add_argument("--record-prob", type=float, default=selfplay.record_prob, help="self-play ply keep rate")
-    parser.add_argument("--opening-record-prob", type=float, default=selfplay.opening_record_prob,
-                        help="keep rate, moves 1-10")
-    parser.add_argument("--max-plies", type=int, default=selfplay.max_plies, help="self-play game length cap")
-    parser.add_argument("--max-opening-random-plies", type=int, default=selfplay.max_opening_random_plies,
-                        help="self-play: up to this many uniformly random opening plies")
-    parser.add_argument("--endgame-start-fraction", type=float, default=selfplay.endgame_start_fraction,
-                        help="games from random endgames")
-    parser.add_argument("--resign-eval", type=float, default=selfplay.resign_eval,
-                        help="pawns: lopsided-game threshold")
-    parser.add_argument("--resign-plies", type=int, default=selfplay.resign_plies,
-                        help="lopsided plies in a row that end a game")
-    games = GameSettings()
+    add_setting_flags(parser, selfplay, SELFPLAY_FLAGS)
     parser.add_argument("--games-per-shard", type=int, default=200, help="--shards: games per shard file")
     parser.add_argument("--time-limit-s", type=float, help="--shards: stop after the shard complete at this many "
                         "seconds (a time-limited job); the same command resumes")
-    parser.add_argument("--validation-fraction", type=float, default=games.validation_fraction,
-                        help="--shards: share of games held out for validation")
-    parser.add_argument("--test-fraction", type=float, default=games.test_fraction,
-                        help="--shards: share of games held out for the test")
-    parser.add_argument("--rl-fraction", type=float, default=games.rl_fraction,
-                        help="--shards: share of games in the RL split (never in supervised training)")
+    add_setting_flags(parser, GameSettings(), SPLIT_FLAGS)
     return parser
+
+
+SELFPLAY_FLAGS = {  # a self-play setting (SelfPlayConfig's field) -> its flag's help
+    "temperature": "self-play softmax, pawns",
+    "epsilon": "self-play random-move rate",
+    "record_prob": "self-play ply keep rate",
+    "opening_record_prob": "keep rate, moves 1-10",
+    "max_plies": "self-play game length cap",
+    "max_opening_random_plies": "self-play: up to this many uniformly random opening plies",
+    "endgame_start_fraction": "games from random endgames",
+    "resign_eval": "pawns: lopsided-game threshold",
+    "resign_plies": "lopsided plies in a row that end a game",
+}
+SPLIT_FLAGS = {  # GameSettings' split shares -> their flags' help
+    "validation_fraction": "--shards: share of games held out for validation",
+    "test_fraction": "--shards: share of games held out for the test",
+    "rl_fraction": "--shards: share of games in the RL split (never in supervised training)",
+}
+
+
+def add_setting_flags(parser: argparse.ArgumentParser, settings, helps: dict[str, str]) -> None:
+    """One --flag-name per setting field, typed and defaulted by the settings object's value."""
+    for field, help_text in helps.items():
+        default = getattr(settings, field)
+        parser.add_argument("--" + field.replace("_", "-"), type=type(default), default=default, help=help_text)
 
 
 def parse_args(argv: list[str] | None = None, parser: argparse.ArgumentParser | None = None) -> argparse.Namespace:
