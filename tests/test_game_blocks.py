@@ -10,7 +10,7 @@ from rookworld.config import DATA_DIR
 from rookworld.stats.blocks import game_blocks
 from rookworld.data.positions import load_policy_problems
 
-SELFPLAY = "selfplay/{split}.jsonl.gz"  # under rookworld/data/
+SELFPLAY = "selfplay/{split}.jsonl.xz"  # under rookworld/data/
 
 
 @pytest.mark.parametrize("split, games, blocks", [("validation", 186, 14), ("test", 195, 15)])

@@ -265,8 +265,9 @@ def test_values_that_are_not_the_legal_moves_are_refused_when_first_used(tmp_pat
 
 def training_data(path: str) -> BundledData:
     """data whose P: training positions are the file at `path`."""
-    return BundledData(kind="bundled", policy_train=path, policy_validation=None, policy_test=None, arbiter_train=None,
-                       arbiter_validation=None, arbiter_test=None, arbiter_cases={"normal": 1.0},
+    return BundledData(kind="bundled", policy_train=path, policy_validation=None, policy_test=None, policy_final=None,
+                       arbiter_train=None, arbiter_validation=None, arbiter_test=None, arbiter_final=None,
+                       arbiter_cases={"normal": 1.0},
                        arbiter_pool_size=1, arbiter_pool_walks=1, arbiter_pool_cache=None, arbiter_seed=0)
 
 

@@ -29,8 +29,7 @@ STAGED = ["sweeps=smoke", "model=tiny", "trial=stages", "steps=2", "eval.every=0
           "hydra.sweeper.n_trials=3", "hydra.sweeper.n_jobs=1", "hydra.sweeper.stages.enabled=true",
           "hydra.sweeper.stages.seeds=2", "hydra.sweeper.stages.rungs=[1,2]", "hydra.sweeper.stages.race.top=2",
           "hydra.sweeper.stages.race.max_seeds=3", "hydra.sweeper.stages.race.min_seeds=2",
-          "hydra.sweeper.stages.confirm.seeds=2", "hydra.sweeper.stages.baseline_ahead=true",
-          "hydra.sweeper.stages.confirm.pool=test"]  # the bundled data has no final pool
+          "hydra.sweeper.stages.confirm.seeds=2", "hydra.sweeper.stages.baseline_ahead=true"]
 URL = "journal:outputs/optuna/smoke.journal"
 
 
