@@ -151,7 +151,8 @@ def has_final_pool(cfg: Mapping) -> bool:
 
 
 def _bundled(key: str) -> Path:
-    if key.endswith(FINAL):
+    """The bundled file of a part; the bundled data has no final pool."""
+    if key not in BUNDLED:
         raise ValueError(f"this data has no final pool (data.{key} is null): data=selfplay holds one "
                          "(rookworld/data/selfplay/final.jsonl.xz), or name your own in data.policy_final / arbiter_final")
     return BUNDLED[key]

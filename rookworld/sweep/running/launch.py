@@ -328,11 +328,12 @@ def check_position_blocks(stages: Any, probe: DictConfig) -> None:
     spec = load_run(probe)
     pool = stages.confirm.pool
     try:
-        parts = {"validation": heldout_problems("validation", spec.data), pool: heldout_problems(pool, spec.data)}
+        confirming = heldout_problems(pool, spec.data)
     except ValueError as error:
         raise ConfigError(f"hydra.sweeper.stages.confirm.pool={pool}: {error}") from None
     if probe.eval.draw != "blocks":
         return
+    parts = {"validation": heldout_problems("validation", spec.data), pool: confirming}
     for split, seeds, stage in (("validation", stages.race.max_seeds, "race.max_seeds"),
                                 (pool, stages.confirm.seeds, "confirm.seeds")):
         for task, problems in zip(("policy", "arbiter"), parts[split]):
