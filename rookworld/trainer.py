@@ -132,7 +132,7 @@ class Trainer:
                 standard_error_metric(self.cfg.objective.metric))
             self.tracker.log_dict(final_eval, "eval_final.json")
             if self.cfg.checkpoint.save_final or self.cfg.tracking.log_checkpoint:
-                directory = self.save_checkpoint()
+                directory = self.save_checkpoint(weights_only=self.cfg.checkpoint.weights_only)
                 if self.cfg.tracking.log_checkpoint:
                     self.tracker.log_artifacts(str(directory), "checkpoint")
         elif outcome == PRUNED and self.last_eval is not None:
@@ -374,10 +374,18 @@ class Trainer:
               f"{kl} | grad norm {m['grad_norm']:.3f} | {m['step_time']:.2f} s", flush=True)
 
     # ---------------------------------------------------------------- checkpoints
-    def save_checkpoint(self) -> Path:
-        directory = Path(self.cfg.checkpoint.dir) / f"step_{self.step:06d}"
-        save_pretrained(self.policy, self.tokenizer, directory)
-        torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
+    def save_checkpoint(self, weights_only: bool = False) -> Path:
+        """checkpoint.dir/step_NNNNNN: the model folder, its config.yaml and (unless `weights_only`: the
+        final save of checkpoint.weights_only, which no run resumes from) the trainer state."""
+        c = self.cfg.checkpoint
+        directory = Path(c.dir) / f"step_{self.step:06d}"
+        if weights_only:
+            save_pretrained(self.policy, self.tokenizer, directory,
+                            max_shard_bytes=None if c.max_shard_mib is None else int(c.max_shard_mib * 2**20),
+                            dtype=None if c.weights_dtype is None else getattr(torch, c.weights_dtype))
+        else:
+            save_pretrained(self.policy, self.tokenizer, directory)
+            torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
         save_config(self.cfg.resolved, directory)
         return directory
 

@@ -25,7 +25,8 @@ from rookworld.rollout import Rollout
 from rookworld.scoring import StepScores
 from rookworld.tracking import make_tracker
 from rookworld.components import build_trainer
-from rookworld.resume_check import check_resume, save_config
+from rookworld.resume_check import TRAINER_STATE_FILE, check_resume, save_config
+from rookworld.model.hub import load_pretrained
 from rookworld.train import run
 from train_helpers import CONF_DIR, tiny_config
 
@@ -344,6 +345,30 @@ def test_resume_reaches_the_same_parameters_as_an_uninterrupted_run(tmp_path):
 
 
 CHECKPOINTED = ["steps=1", "task_mix=env_only", "eval.num_policy=1", "eval.num_arbiter=1"]
+
+
+def test_a_weights_only_final_save_writes_the_model_folder_alone_in_shards_and_dtype(tmp_path):
+    """checkpoint.weights_only: the hub-format folder (here bfloat16 in shards of at most 2 MiB) and its
+    config.yaml, no trainer state; the folder loads as a model whose weights are the trained ones, rounded."""
+    trainer = make_trainer(tmp_path, *CHECKPOINTED, "checkpoint.save_final=true", "checkpoint.weights_only=true",
+                           "checkpoint.weights_dtype=bfloat16", "checkpoint.max_shard_mib=2")
+    trainer.fit()
+    folder = tmp_path / "checkpoints" / "step_000001"
+    assert not (folder / TRAINER_STATE_FILE).exists() and (folder / "config.yaml").is_file()
+    shards = sorted(folder.glob("model-*-of-*.safetensors"))
+    assert len(shards) > 1 and all(f.stat().st_size <= 2 * 2**20 for f in shards)
+    saved, _ = load_pretrained(str(folder), dtype=None)
+    assert {p.dtype for p in saved.parameters()} == {torch.bfloat16}
+    for (name, trained), kept in zip(trainer.policy.named_parameters(), saved.parameters()):
+        assert torch.equal(trained.detach().cpu().to(torch.bfloat16), kept), name
+    with pytest.raises(ConfigError, match="^resume_from=.*not a checkpoint folder"):
+        make_trainer(tmp_path / "again", *CHECKPOINTED, f"resume_from={folder}")
+
+
+@pytest.mark.parametrize("override", ["checkpoint.weights_dtype=bfloat16", "checkpoint.max_shard_mib=15"])
+def test_weights_only_knobs_without_weights_only_are_refused_in_one_line(tmp_path, override):
+    with pytest.raises(ConfigError, match="^" + re.escape(override.split("=")[0] + "=") + ".*weights_only=true"):
+        validate(tiny_config(tmp_path, override))
 
 
 @pytest.fixture(scope="module")

@@ -185,11 +185,12 @@ def read_tokenizer(directory: Path) -> ChessTokenizer:
 
 
 def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path,
-                    max_shard_bytes: int | None = None) -> None:
+                    max_shard_bytes: int | None = None, dtype: torch.dtype | None = None) -> None:
     """Write config.json, model.safetensors (Conv1D layout, `transformer.` names) and tokenizer.json;
     the folder loads with `load_pretrained` and with `transformers.GPT2LMHeadModel.from_pretrained`.
     With `max_shard_bytes`, weights larger than that go into the hub's shards of at most that size each
-    (model-0000i-of-0000n.safetensors and model.safetensors.index.json), e.g. to fit a file-size limit."""
+    (model-0000i-of-0000n.safetensors and model.safetensors.index.json), e.g. to fit a file-size limit.
+    With `dtype`, the weights are written in that dtype (the model itself is not changed)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     config = model.config
@@ -209,14 +210,14 @@ def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path
         "tie_word_embeddings": True,
         "bos_token_id": tokenizer.eos_id,
         "eos_token_id": tokenizer.eos_id,
-        "dtype": str(model.wte.weight.dtype).removeprefix("torch."),
+        "dtype": str(dtype or model.wte.weight.dtype).removeprefix("torch."),
     }
     (directory / "config.json").write_text(json.dumps(hf_config, indent=2) + "\n")
     tensors = {}
     for name, tensor in model.state_dict().items():
         if name.endswith(CONV1D_WEIGHTS):
             tensor = tensor.t()
-        tensors[f"transformer.{name}"] = tensor.detach().cpu().contiguous()
+        tensors[f"transformer.{name}"] = tensor.detach().to(device="cpu", dtype=dtype or tensor.dtype).contiguous()
     for stale in [directory / WEIGHTS, directory / WEIGHTS_INDEX, *directory.glob("model-*-of-*.safetensors")]:
         stale.unlink(missing_ok=True)  # an earlier save's weights never mix with these
     if max_shard_bytes is None:

@@ -23,14 +23,28 @@ from rookworld.specs.task_mix import TaskMix
 from rookworld.specs.tracking import Tracking
 
 
+WEIGHT_DTYPES = (None, "float32", "bfloat16", "float16")
+
+
 @dataclass(frozen=True)
 class Checkpoint:
     every: int
     save_final: bool
+    weights_only: bool
+    weights_dtype: str | None
+    max_shard_mib: float | None
     dir: str
 
     def __post_init__(self):
         require(self.every >= 0, "checkpoint.every", self.every, "must be >= 0 (0 = off)")
+        require_bool(self.weights_only, "checkpoint.weights_only")
+        require(self.weights_dtype in WEIGHT_DTYPES, "checkpoint.weights_dtype", self.weights_dtype,
+                f"expected one of {', '.join(map(str, WEIGHT_DTYPES))}")
+        require(self.max_shard_mib is None or (isinstance(self.max_shard_mib, (int, float)) and self.max_shard_mib > 0),
+                "checkpoint.max_shard_mib", self.max_shard_mib, "must be > 0 or null (one file)")
+        for key in ("weights_dtype", "max_shard_mib"):
+            require(self.weights_only or getattr(self, key) is None, f"checkpoint.{key}", getattr(self, key),
+                    "shapes a weights-only save: set checkpoint.weights_only=true")
 
 
 @dataclass(frozen=True)

@@ -123,7 +123,7 @@ class ItemRun:
         item = self.item
         resume = f"'{folder / f'step_{start:06d}'}'" if start else "null"
         overrides = [*item.overrides, f"seed={seed}", f"stop_at={rung}", "checkpoint.save_final=true",
-                     f"checkpoint.dir='{folder}'", f"resume_from={resume}", f"eval.split={item.split}",
+                     "checkpoint.weights_only=false", f"checkpoint.dir='{folder}'", f"resume_from={resume}", f"eval.split={item.split}",
                      f"+trial.tags.stage={item.stage}", f"+trial.tags.config={item.config}", f"+trial.tags.seed={seed}",
                      f"+trial.tags.baseline='{str(item.baseline).lower()}'", f"+trial.tags.rung={rung}"]
         began = time.monotonic()
