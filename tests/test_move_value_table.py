@@ -40,3 +40,16 @@ def test_a_folder_without_move_value_runs_is_named(tmp_path):
     write_run(tmp_path / "warm_start", {"eval/P/best_move": 0.16})
     with pytest.raises(SystemExit, match="no finished move_value_sN run"):
         move_value_table.table(tmp_path)
+
+
+def test_a_longer_arm_gets_its_column_and_its_paired_difference_with_move_value(tmp_path):
+    write_run(tmp_path / "warm_start", {"eval/P/best_move": 0.16})
+    for seed, (mv, gr, long) in enumerate([(0.20, 0.17, 0.23), (0.22, 0.18, 0.24)]):
+        write_run(tmp_path / f"move_value_s{seed}", {"eval/P/best_move": mv})
+        write_run(tmp_path / f"graduated_s{seed}", {"eval/P/best_move": gr})
+        write_run(tmp_path / f"move_value_1600_s{seed}", {"eval/P/best_move": long})
+    text = move_value_table.table(tmp_path)
+    assert text.splitlines()[0].endswith(", move_value_1600 [0, 1]")
+    assert "| move_value_1600, mean [95% CI] |" in text and "| move_value_1600 - move_value (paired) |" in text
+    best = next(line for line in text.splitlines() if line.startswith("| eval/P/best_move "))
+    assert best.endswith("| +0.0250 [-0.0385, +0.0885], p=0.126 |")  # +0.03 and +0.02

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One model on the whole test part, greedy (every P: position and A: transition of the data's test
-# files): rookworld.bench.eval_time prints the time and the metrics and writes the per-problem scores.
+# files; PART=validation: the validation files): rookworld.bench.eval_time prints the time and the
+# metrics and writes the per-problem scores.
 #
 #   bash tools/eval_test_part.sh MODEL_FOLDER SCORES.json [Hydra overrides, e.g. data=selfplay device=cpu]
 #
@@ -9,4 +10,4 @@ set -euo pipefail
 model=$1 scores=$2
 shift 2
 python3 -m rookworld.bench.eval_time --repeats 1 --scores "$scores" experiment=grpo_rookworld_tiny tracking=none \
-    model.path="$model" eval.split=test eval.num_policy=100000 eval.num_arbiter=100000 eval.batch_size=512 "$@"
+    model.path="$model" eval.split=${PART:-test} eval.num_policy=100000 eval.num_arbiter=100000 eval.batch_size=512 "$@"

@@ -3,11 +3,11 @@ reward=graduated over paired seeds, on the whole test part and in games against 
 
     python tools/move_value_table.py OUT
 
-Reads OUT/warm_start and OUT/{move_value,graduated}_sN: the metrics of test_scores.json and the
-`metrics {...}` line of play.log. Per metric: the warm start (greedy, so one number), each reward's mean
-over its seeds with a 95% t-interval, move_value minus the warm start (t-interval, one-sample t-test),
-move_value minus graduated paired by seed (t-interval, paired t-test), and the relative change of the
-mean win-probability loss against the warm start."""
+Reads OUT/warm_start, OUT/{move_value,graduated}_sN and any longer arm OUT/move_value_STEPS_sN: the metrics
+of test_scores.json and the `metrics {...}` line of play.log. Per metric: the warm start (greedy, so one
+number), each arm's mean over its seeds with a 95% t-interval, move_value minus the warm start (t-interval,
+one-sample t-test), move_value minus graduated and each longer arm minus move_value, paired by seed
+(t-interval, paired t-test), and the relative change of the mean win-probability loss against the warm start."""
 from __future__ import annotations
 
 import json
@@ -35,12 +35,24 @@ def run_metrics(run: Path) -> dict[str, float]:
     return metrics
 
 
-def seeded_runs(out: Path, reward: str) -> dict[int, dict[str, float]]:
+def seeded_runs(out: Path, arm: str) -> dict[int, dict[str, float]]:
     runs = {}
-    for run in sorted(out.glob(f"{reward}_s*")):
+    for run in sorted(out.glob(f"{arm}_s*")):
         if (run / "test_scores.json").is_file():
             runs[int(run.name.rsplit("_s", 1)[1])] = run_metrics(run)
     return runs
+
+
+def longer_arms(out: Path) -> list[str]:
+    """move_value_STEPS arms, by their steps."""
+    found = {run.name.rsplit("_s", 1)[0] for run in out.glob("move_value_*_s*")}
+    return sorted((arm for arm in found if arm.removeprefix("move_value_").isdigit()),
+                  key=lambda arm: int(arm.removeprefix("move_value_")))
+
+
+def paired(a: dict[int, dict[str, float]], b: dict[int, dict[str, float]], key: str) -> list[float]:
+    """a - b on `key` over the seeds both have."""
+    return [a[s][key] - b[s][key] for s in sorted(set(a) & set(b)) if key in a[s] and key in b[s]]
 
 
 def interval(values: list[float]) -> tuple[float, float, float, float]:
@@ -62,24 +74,29 @@ def cell(values: list[float], with_p: bool = False) -> str:
 
 def table(out: Path) -> str:
     warm = run_metrics(out / "warm_start")
-    runs = {reward: seeded_runs(out, reward) for reward in REWARDS}
-    paired = sorted(set(runs["move_value"]) & set(runs["graduated"]))
+    arms = [*REWARDS, *longer_arms(out)]
+    runs = {arm: seeded_runs(out, arm) for arm in arms}
     if not runs["move_value"]:
         raise SystemExit(f"{out}: no finished move_value_sN run (test_scores.json)")
-    lines = [f"seeds: move_value {sorted(runs['move_value'])}, graduated {sorted(runs['graduated'])}, paired {paired}",
+    both = sorted(set(runs["move_value"]) & set(runs["graduated"]))
+    longer = arms[len(REWARDS):]
+    lines = [f"seeds: move_value {sorted(runs['move_value'])}, graduated {sorted(runs['graduated'])}, paired {both}"
+             + "".join(f", {arm} {sorted(runs[arm])}" for arm in longer),
              "",
-             "| metric | warm start | move_value, mean [95% CI] | graduated, mean [95% CI] "
-             "| move_value - warm start | move_value - graduated (paired) |",
-             "|---|---:|---:|---:|---:|---:|"]
+             "| metric | warm start | " + " | ".join(f"{arm}, mean [95% CI]" for arm in arms)
+             + " | move_value - warm start | move_value - graduated (paired) | "
+             + " | ".join(f"{arm} - move_value (paired)" for arm in longer) + (" |" if longer else "|"),
+             "|---|---:|" + "---:|" * (len(arms) + 2 + len(longer))]
     for key in METRICS:
         if key not in warm:
             continue
-        mv = [m[key] for m in runs["move_value"].values() if key in m]
-        gr = [m[key] for m in runs["graduated"].values() if key in m]
-        pairs = [runs["move_value"][s][key] - runs["graduated"][s][key] for s in paired
-                 if key in runs["move_value"][s] and key in runs["graduated"][s]]
-        lines.append(f"| {key} | {warm[key]:.4f} | {cell(mv) if mv else ''} | {cell(gr) if gr else ''} "
-                     f"| {cell([v - warm[key] for v in mv], True) if mv else ''} | {cell(pairs, True) if pairs else ''} |")
+        means = [[m[key] for m in runs[arm].values() if key in m] for arm in arms]
+        mv = means[0]
+        differences = [paired(runs["move_value"], runs["graduated"], key),
+                       *(paired(runs[arm], runs["move_value"], key) for arm in longer)]
+        lines.append(f"| {key} | {warm[key]:.4f} | " + " | ".join(cell(v) if v else "" for v in means)
+                     + f" | {cell([v - warm[key] for v in mv], True) if mv else ''} | "
+                     + " | ".join(cell(d, True) if d else "" for d in differences) + " |")
     loss = "eval/P/win_prob_loss"
     if loss in warm and warm[loss] > 0:
         relative = [m[loss] / warm[loss] - 1 for m in runs["move_value"].values()]
