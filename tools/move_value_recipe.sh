@@ -13,8 +13,9 @@
 # Writes OUT/{warm_start,move_value_sN,graduated_sN,move_value_LONG_sN}/{train.log,test.log,test_scores.json,
 # validation.log,validation_scores.json,play.log,model/} and OUT/table.md. Each run saves its final model alone
 # (checkpoint.weights_only, bfloat16 in weight files of at most 15 MiB: the shipped model's format), no optimizer
-# state. The games wait for the engine binary at ENGINE (a job may bring it in later).
-# EVAL_ARGS and PLAY_ARGS add Hydra overrides to the evaluations and the games (a quick check on the CPU:
+# state. The games (GAMES=0: none) wait for the engine binary at ENGINE (a job may bring it in later). A run whose
+# evaluations are already in OUT is not run again (the runs of an earlier job).
+# REWARDS (move_value graduated) names the 400-step arms. EVAL_ARGS and PLAY_ARGS add Hydra overrides to the evaluations and the games (a quick check on the CPU:
 # EVAL_ARGS="eval.num_policy=8 eval.num_arbiter=8 device=cpu" PLAY_ARGS="play.games_per_level=2 device=cpu").
 set -uo pipefail
 : "${MODEL:?set MODEL to the folder of the warm start model}"
@@ -44,8 +45,12 @@ play() {  # MODEL_FOLDER RUN_DIR: games against the engine levels
     python3 -m rookworld.play model.path="$1" tracking=none play.engine_path="$ENGINE" ${PLAY_ARGS:-} > "$2/play.log" 2>&1 \
         || { echo "$2: games failed (its play.log)"; return 1; }
 }
+finished() {  # RUN_DIR: its evaluations are there (a run of an earlier job: not run again)
+    [ -f "$1/test_scores.json" ] && { [ "${VALIDATION:-0}" != 1 ] || [ -f "$1/validation_scores.json" ]; }
+}
 one_run() {  # NAME SEED REWARD [overrides]: GRPO from the warm start, then its final model evaluated
     local run="$OUT/$1" seed=$2 reward=$3; shift 3
+    finished "$run" && { echo "$run: finished before"; return 0; }
     mkdir -p "$run"
     python3 -m rookworld.train experiment=grpo_move_value reward="$reward" seed="$seed" model.path="$MODEL" \
         tracking=none time_limit_min=null checkpoint.save_final=true checkpoint.weights_only=true checkpoint.weights_dtype=bfloat16 \
@@ -56,20 +61,22 @@ one_run() {  # NAME SEED REWARD [overrides]: GRPO from the warm start, then its 
 }
 echo "== GRPO, seeds $SEEDS, move_value and graduated${LONG_STEPS:+ and move_value at $LONG_STEPS steps}, on GPUs" \
      "${gpus[*]}, $SLOTS at once each ($(date +%T))"
+finished "$OUT/warm_start" || in_a_slot evaluate "$MODEL" "$OUT/warm_start"
 if [ -n "${LONG_STEPS:-}" ]; then
     for seed in $SEEDS; do in_a_slot one_run "move_value_${LONG_STEPS}_s$seed" "$seed" move_value "$@" steps="$LONG_STEPS"; done
 fi
-for seed in $SEEDS; do
-    for reward in move_value graduated; do in_a_slot one_run "${reward}_s$seed" "$seed" "$reward" "$@"; done
-done
-in_a_slot evaluate "$MODEL" "$OUT/warm_start"
-wait
-echo "== games ($(date +%T))"
-until [ -x "$ENGINE" ]; do sleep 5; done
-for run in "$OUT"/warm_start "$OUT"/*_s*; do
-    folder=$([ "$run" = "$OUT/warm_start" ] && echo "$MODEL" || echo "$run/model")
-    [ -d "$folder" ] && in_a_slot play "$folder" "$run"
+for reward in ${REWARDS:-move_value graduated}; do
+    for seed in $SEEDS; do in_a_slot one_run "${reward}_s$seed" "$seed" "$reward" "$@"; done
 done
 wait
+if [ "${GAMES:-1}" = 1 ]; then
+    echo "== games ($(date +%T))"
+    until [ -x "$ENGINE" ]; do sleep 5; done
+    for run in "$OUT"/warm_start "$OUT"/*_s*; do
+        folder=$([ "$run" = "$OUT/warm_start" ] && echo "$MODEL" || echo "$run/model")
+        [ -d "$folder" ] && [ ! -f "$run/play.log" ] && in_a_slot play "$folder" "$run"
+    done
+    wait
+fi
 echo "== done ($(date +%T))"
 python3 "$here/move_value_table.py" "$OUT" | tee "$OUT/table.md"

@@ -7,9 +7,11 @@
 #                                                (tools/move_value_recipe.sh) detached with the best of them as
 #                                                SLOTS, wait until WAIT_S (540) seconds after the start
 #   bash tools/recipe_job.sh wait SECONDS        join the Stockfish parts that have come, wait (less if the recipe ends)
-#   bash tools/recipe_job.sh collect             wait for the recipe's end; pick the model that would ship
+#   bash tools/recipe_job.sh collect [SECONDS]   wait for the recipe's end (or SECONDS, then stop it); pick the model
+#                                                that would ship
 #                                                (tools/recipe_pick.py); put logs, scores and that model in $OUT
 # Every stage writes $OUT/progress.tar.xz (the logs and tables so far) and $OUT/scores.tar.xz (per-problem scores).
+# Runs under .device/job/done/ (an earlier job's, with their evaluations) are not run again. SLOTS set: no measurement.
 # Settings: SEEDS (10 11 12 13 14), STEPS (400), LONG_STEPS (1600), COUNTS (1 2 4 8), MODEL (the shipped model),
 # ENGINE_PARTS (3: how many stockfish.xz.NN parts make the binary), SLOT_STEPS (60) and SLOT_ARGS (overrides) of the
 # slots measurement.
@@ -46,14 +48,20 @@ start)
     join_engine
     cd_code
     nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
-    MODEL=${MODEL:-rookworld/assets/rookworld_tiny} OUT=$home/slots COUNTS=${COUNTS:-1 2 4 8} STEPS=${SLOT_STEPS:-60} \
-        bash tools/slots_bench.sh ${SLOT_ARGS:-}
-    slots=$(python3 tools/slots_table.py "$home/slots" --best)
+    mkdir -p "$recipe" && cp -rn "$carry"/done/* "$recipe/" 2> /dev/null || true  # runs an earlier job finished
+    if [ -n "${SLOTS:-}" ]; then
+        slots=$SLOTS
+        command -v nvidia-cuda-mps-control > /dev/null && nvidia-cuda-mps-control -d && echo "== CUDA MPS on"
+    else
+        MODEL=${MODEL:-rookworld/assets/rookworld_tiny} OUT=$home/slots COUNTS=${COUNTS:-1 2 4 8} STEPS=${SLOT_STEPS:-60} \
+            bash tools/slots_bench.sh ${SLOT_ARGS:-}
+        slots=$(python3 tools/slots_table.py "$home/slots" --best)
+    fi
     echo "== recipe: $slots runs at once ($(($(date +%s) - began)) s into the call)"
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -l 5 \
         > "$home/recipe_smi.csv" 2>&1 &
     MODEL=${MODEL:-rookworld/assets/rookworld_tiny} OUT=$recipe SEEDS=${SEEDS:-10 11 12 13 14} SLOTS=$slots \
-        LONG_STEPS=${LONG_STEPS:-1600} VALIDATION=1 EVAL_ARGS="eval.score=chess" PLAY_ARGS="" \
+        LONG_STEPS=${LONG_STEPS-1600} VALIDATION=1 EVAL_ARGS="eval.score=chess" PLAY_ARGS="" GAMES=${GAMES:-1} \
         ENGINE=$home/sf/stockfish setsid nohup bash tools/move_value_recipe.sh steps="${STEPS:-400}" eval.every=200 "$@" \
         > "$home/recipe.log" 2>&1 < /dev/null &
     sleep 5
@@ -63,15 +71,18 @@ wait)
     join_engine
     wait_for "$1"
     ;;
-collect)
+collect)  # [SECONDS]: at most that long (then the runs still going are stopped), else until the end
     join_engine
-    while running; do sleep 2; done
+    for _ in $(seq 1 "${1:-100000}"); do running || break; sleep 1; done
+    if running; then echo "== stopping the runs still going"; pkill -f tools/move_value_recipe.sh; pkill -f rookworld; fi
+    pack  # what the runs made comes back even if the pick fails
     cd_code
-    python3 tools/recipe_pick.py "$recipe" | tee "$recipe/pick.log"
-    run=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['run'])" "$recipe/pick.json")
-    mkdir -p "$OUT/model"
-    cp "$recipe/$run"/model/model-*.safetensors "$OUT/model/"
-    tar cf "$OUT/model/meta.tar" -C "$recipe/$run/model" $(cd "$recipe/$run/model" && ls | grep -v '^model-')
+    if python3 tools/recipe_pick.py "$recipe" | tee "$recipe/pick.log"; then
+        run=$(python3 -c "import json, sys; print(json.load(open(sys.argv[1]))['run'])" "$recipe/pick.json")
+        mkdir -p "$OUT/model"
+        cp "$recipe/$run"/model/model-*.safetensors "$OUT/model/"
+        tar cf "$OUT/model/meta.tar" -C "$recipe/$run/model" $(cd "$recipe/$run/model" && ls | grep -v '^model-')
+    fi
     ;;
 esac
 cp "$home/recipe_smi.csv" "$recipe/" 2> /dev/null || true

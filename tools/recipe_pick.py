@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -27,11 +28,12 @@ def read(run: Path) -> tuple[EvalResult, list[str]]:
 
 
 def arms(out: Path) -> dict[str, dict[int, Path]]:
+    """The runs ARM_sSEED with validation scores, by arm and seed (warm_start is no run)."""
     found: dict[str, dict[int, Path]] = {}
-    for run in sorted(out.glob("*_s*")):
-        if (run / SCORES).is_file():
-            arm, seed = run.name.rsplit("_s", 1)
-            found.setdefault(arm, {})[int(seed)] = run
+    for run in sorted(out.iterdir()):
+        named = re.fullmatch(r"(.+)_s(\d+)", run.name)
+        if named and (run / SCORES).is_file():
+            found.setdefault(named[1], {})[int(named[2])] = run
     return found
 
 
