@@ -181,14 +181,20 @@ def start_selfplay(r, engines: int, clock: Clock) -> subprocess.Popen | None:
     if engines == 0:
         print("round: no engine process: no new positions this round", flush=True)
         return None
-    exclude = [str(p) for p in final_pool.with_final_pool(position_files([*r.exclude, *r.carry]))]
-    command = [sys.executable, "-m", "rookworld.commands.annotate", "--selfplay", str(SELFPLAY_TARGET),
-               "--shards", r.selfplay_dir, "--workers", str(engines), "--nodes", str(r.nodes),
-               "--seed", str(r.seed), "--games-per-shard", str(r.games_per_shard), "--engine-path", r.engine_path,
-               "--validation-fraction", "0", "--test-fraction", "0", "--rl-fraction", "0",
-               "--time-limit-s", f"{max(clock.left() - 60 * r.reserve_min, 1):.0f}", "--exclude", *exclude]
+    command = selfplay_command(r, engines, max(clock.left() - 60 * r.reserve_min, 1))
     log = open(Path(r.selfplay_dir) / "selfplay.log", "w")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def selfplay_command(r, engines: int, seconds: float) -> list[str]:
+    """The self-play command of a round: new games for `seconds`, none repeating a position of round.exclude,
+    round.carry or the final pool (excluded whatever round.exclude says)."""
+    exclude = [str(p) for p in final_pool.with_final_pool(position_files([*r.exclude, *r.carry]))]
+    return [sys.executable, "-m", "rookworld.commands.annotate", "--selfplay", str(SELFPLAY_TARGET),
+            "--shards", r.selfplay_dir, "--workers", str(engines), "--nodes", str(r.nodes),
+            "--seed", str(r.seed), "--games-per-shard", str(r.games_per_shard), "--engine-path", r.engine_path,
+            "--validation-fraction", "0", "--test-fraction", "0", "--rl-fraction", "0",
+            "--time-limit-s", f"{seconds:.0f}", "--exclude", *exclude]
 
 
 def stop_selfplay(process: subprocess.Popen | None) -> None:
