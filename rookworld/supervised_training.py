@@ -29,7 +29,7 @@ from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collat
 from rookworld.data.packing import PackedRows, batch_documents, collate_rows
 from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
-from rookworld import distributed
+from rookworld import distributed, final_pool
 from rookworld.evaluate import evaluate
 from rookworld.hooks import run_link
 from rookworld.model.hub import save_pretrained
@@ -70,9 +70,9 @@ def load_trainable(spec: SftSpec, device: torch.device):
 
 
 def heldout_keys(spec: SftSpec) -> set[str]:
-    """The position keys of both held-out parts: no training document is made from them."""
+    """The position keys of both held-out parts and of the final pool: no training document is made from them."""
     return {position_key(p.truth.fen) for split in HELD_OUT_SPLITS
-            for part in heldout_problems(split, spec.data) for p in part}
+            for part in heldout_problems(split, spec.data) for p in part} | final_pool.position_keys()
 
 
 def training_stream(spec: SftSpec, tokenizer, policy_train: Sequence[Problem], first_stream: int,

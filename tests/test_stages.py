@@ -206,16 +206,19 @@ def test_each_verdict_preset_composes_and_its_stages_and_trial_config_are_valid(
 
 
 def test_the_final_pool_is_read_by_a_confirmation_alone(tmp_path: Path) -> None:
-    """eval.split=final: refused in one line for a plain run and for data without a final pool; a staged sweep's
-    confirmation run (its worker sets trial.tags.stage=confirm) on data=selfplay reads it; a launch whose
-    confirm.pool names a pool its data lacks stops before any worker starts."""
+    """eval.split=final: refused in one line for a plain run (the confirmation's tag typed by hand opens nothing)
+    and, inside the confirmation's grant, for data without a final pool; a staged sweep's confirmation run on
+    data=selfplay reads it; a launch whose confirm.pool names a pool its data lacks stops before any worker starts."""
+    from rookworld import final_pool
+
     with pytest.raises(ConfigError) as error:
-        load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final"))
+        load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final", "+trial.tags.stage=confirm"))
     assert str(error.value) == ("eval.split='final': the final pool is read by a staged sweep's confirmation alone "
                                 "(hydra.sweeper.stages.confirm.pool): select on validation, report on test")
-    with pytest.raises(ConfigError, match=r"^eval.split='final': this data has no final pool"):
-        load_run(tiny_config(tmp_path, "eval.split=final", "+trial.tags.stage=confirm"))
-    confirmation = load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final", "+trial.tags.stage=confirm"))
+    with final_pool.confirmation():
+        with pytest.raises(ConfigError, match=r"^eval.split='final': this data has no final pool"):
+            load_run(tiny_config(tmp_path, "eval.split=final"))
+        confirmation = load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final"))
     assert confirmation.eval.split == "final"
 
     from rookworld.config import load_stages

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from rookworld import final_pool
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.positions import DATA_KINDS, HELDOUT_SOURCES
 from rookworld.specs.rules import ConfigError, one_of, require, require_option
@@ -46,6 +47,8 @@ class BundledData:
             path = getattr(self, key)
             require(path is None or Path(path).is_file(), f"data.{key}", path,
                     "no such file (a path is read from the working directory; the data's README says which command makes it)")
+            if key not in final_pool.KEYS:
+                final_pool.refuse_path(f"data.{key}", path)
 
     def as_mapping(self) -> dict:
         return asdict(self)
@@ -70,6 +73,8 @@ class RookWorld7MData:
     def __post_init__(self):
         require_option("data", "kind", self.kind, DATA_KINDS, "rookworld7m")
         one_of("data.heldout", self.heldout, HELDOUT_SOURCES)
+        for key in ("policy_validation", "policy_test", "arbiter_validation", "arbiter_test"):
+            final_pool.refuse_path(f"data.{key}", getattr(self, key))
 
     def as_mapping(self) -> dict:
         return asdict(self)

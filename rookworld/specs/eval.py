@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rookworld import final_pool
 from rookworld.data.arbiter_stream import check_case_shares
 from rookworld.data.records import FINAL, HELD_OUT_SPLITS
 from rookworld.specs.rules import ConfigError, one_of, require
@@ -27,6 +28,7 @@ class Eval:
 
     def __post_init__(self):
         one_of("eval.split", self.split, (*HELD_OUT_SPLITS, FINAL))
+        final_pool.refuse_split("eval.split", self.split)
         one_of("eval.draw", self.draw, DRAWS)
         one_of("eval.score", self.score, SCORES)
         require(self.draw == "first" or self.arbiter_cases is None, "eval.draw", self.draw,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rookworld import final_pool
+from rookworld.data.shard_pool import position_files
 from rookworld.specs.rules import require
 from rookworld.specs.sft import SftSpec
 
@@ -61,6 +63,8 @@ class Round:
                     "must be an integer >= 1 or null (the whole part)")
         require(0 < self.alpha < 0.5, "round.alpha", self.alpha, "must be in (0, 0.5)")
         require(self.max_shard_mib > 0, "round.max_shard_mib", self.max_shard_mib, "must be > 0")
+        for path in position_files(self.carry):
+            final_pool.refuse_path("round.carry", path)
 
 
 @dataclass(frozen=True)

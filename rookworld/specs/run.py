@@ -18,7 +18,6 @@ from rookworld.specs.optimizer import Optimizer
 from rookworld.specs.reward import Graduated, MoveValue, Reward
 from rookworld.specs.rules import is_device, require, require_available, require_bool, resolve_device
 from rookworld.specs.sampling import Sampling
-from rookworld.specs.sweep import CONFIRMATION_STAGE
 from rookworld.specs.task_mix import TaskMix
 from rookworld.specs.tracking import Tracking
 
@@ -124,15 +123,12 @@ class RunSpec:
         return self.steps if self.stop_at is None else self.stop_at
 
     def _check_final_pool(self) -> None:
-        """The final pool confirms without selection bias only while nothing else reads it: a staged sweep's
-        confirmation runs (trial.tags.stage=confirm, set by its worker) and nothing else."""
+        """eval.split=final (accepted inside a staged sweep's confirmation alone: rookworld/final_pool.py) needs data
+        that names a final pool."""
         if self.eval.split != FINAL:
             return
         require(has_final_pool(self.data.as_mapping()), "eval.split", FINAL,
                 "this data has no final pool (data.policy_final / arbiter_final are null; data=selfplay has one)")
-        require(self.trial.get("tags", {}).get("stage") == CONFIRMATION_STAGE, "eval.split", FINAL,
-                "the final pool is read by a staged sweep's confirmation alone (hydra.sweeper.stages.confirm.pool): "
-                "select on validation, report on test")
 
     def _check_reward_aggregation(self) -> None:
         aggregation = self.grpo.reward_aggregation

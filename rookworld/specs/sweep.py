@@ -19,7 +19,7 @@ from rookworld.stats.paired import TESTS
 KEY = "hydra.sweeper."
 STAGES = KEY + "stages."
 DIRECTIONS = ("maximize", "minimize")
-CONFIRMATION_STAGE = "confirm"  # trial.tags.stage of a confirmation run: the one run that may read the final pool
+CONFIRMATION_STAGE = "confirm"  # trial.tags.stage of a confirmation run (a tag: the final pool opens by rookworld/final_pool.py's grant alone)
 CONFIRM_POOLS = ("final", "test")  # hydra.sweeper.stages.confirm.pool
 
 

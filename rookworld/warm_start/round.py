@@ -6,8 +6,8 @@ machine's cores:
 1. measure how fast one document worker is and how fast the training step consumes documents, and split the
    cores between document workers and engine processes (rookworld/warm_start/balance.py);
 2. start self-play with the round's seed on the engine cores (`python -m rookworld.commands.annotate --selfplay
-   --shards`), new games whose positions are in none of round.exclude (the RL split, the held-out parts) nor
-   round.carry, every game in the train split;
+   --shards`), new games whose positions are in none of round.exclude (the RL split, the held-out parts), round.carry
+   nor the final pool (always excluded, rookworld/final_pool.py), every game in the train split;
 3. train the model (conf/sft.yaml's loop, `model` group: the shipped warm start by default) from the first
    minute on the carried positions and every new shard as it is written (rookworld/data/shard_pool.py),
    until round.reserve_min of the budget is left;
@@ -37,7 +37,7 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld import supervised_training
+from rookworld import final_pool, supervised_training
 from rookworld.components import heldout_problems, require_move_values
 from rookworld.composition import run_hydra_main
 from rookworld.config import PROJECT_TARGETS, load_round
@@ -181,14 +181,20 @@ def start_selfplay(r, engines: int, clock: Clock) -> subprocess.Popen | None:
     if engines == 0:
         print("round: no engine process: no new positions this round", flush=True)
         return None
-    exclude = [str(p) for p in position_files([*r.exclude, *r.carry])]
-    command = [sys.executable, "-m", "rookworld.commands.annotate", "--selfplay", str(SELFPLAY_TARGET),
-               "--shards", r.selfplay_dir, "--workers", str(engines), "--nodes", str(r.nodes),
-               "--seed", str(r.seed), "--games-per-shard", str(r.games_per_shard), "--engine-path", r.engine_path,
-               "--validation-fraction", "0", "--test-fraction", "0", "--rl-fraction", "0",
-               "--time-limit-s", f"{max(clock.left() - 60 * r.reserve_min, 1):.0f}", "--exclude", *exclude]
+    command = selfplay_command(r, engines, max(clock.left() - 60 * r.reserve_min, 1))
     log = open(Path(r.selfplay_dir) / "selfplay.log", "w")
     return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def selfplay_command(r, engines: int, seconds: float) -> list[str]:
+    """The self-play command of a round: new games for `seconds`, none repeating a position of round.exclude,
+    round.carry or the final pool (excluded whatever round.exclude says)."""
+    exclude = [str(p) for p in final_pool.with_final_pool(position_files([*r.exclude, *r.carry]))]
+    return [sys.executable, "-m", "rookworld.commands.annotate", "--selfplay", str(SELFPLAY_TARGET),
+            "--shards", r.selfplay_dir, "--workers", str(engines), "--nodes", str(r.nodes),
+            "--seed", str(r.seed), "--games-per-shard", str(r.games_per_shard), "--engine-path", r.engine_path,
+            "--validation-fraction", "0", "--test-fraction", "0", "--rl-fraction", "0",
+            "--time-limit-s", f"{seconds:.0f}", "--exclude", *exclude]
 
 
 def stop_selfplay(process: subprocess.Popen | None) -> None:

@@ -4,7 +4,8 @@ Each segment is one `rookworld.train` run (a Hydra job of the worker) with `seed
 `eval.split` and `checkpoint.*` set; a search trial reports its seeds' mean at each rung to successive halving
 (stages.halving_report), the baseline, race and confirmation trials are never stopped. A segment's checkpoint
 and score record go to `<stages.checkpoint_dir>/config_<C>/seed_<S>/`, so a killed trial's retry goes on from
-the finished segments; a configuration's folders are removed once its trial has ended.
+the finished segments; a configuration's folders are removed once its trial has ended. A confirmation's
+segments run inside the final pool's grant (rookworld/final_pool.py): the one code path that may read it.
 """
 
 from __future__ import annotations
@@ -14,14 +15,16 @@ import shutil
 import statistics
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from hydra.core.utils import JobReturn, JobStatus
 
+from rookworld import final_pool
 from rookworld.specs.sweep import Stages
-from rookworld.sweep.staged.stages import SEARCH, SUCCESS, Item
+from rookworld.sweep.staged.stages import CONFIRM, SEARCH, SUCCESS, Item
 
 
 @dataclass
@@ -127,7 +130,8 @@ class ItemRun:
                      f"+trial.tags.stage={item.stage}", f"+trial.tags.config={item.config}", f"+trial.tags.seed={seed}",
                      f"+trial.tags.baseline='{str(item.baseline).lower()}'", f"+trial.tags.rung={rung}"]
         began = time.monotonic()
-        job = self.run_job(overrides, f"seed_{seed}_step_{rung}")
+        with final_pool.confirmation() if item.stage == CONFIRM else nullcontext():
+            job = self.run_job(overrides, f"seed_{seed}_step_{rung}")
         seconds = time.monotonic() - began
         if job.status != JobStatus.COMPLETED:
             return {"failure": self.job_error(job)}
