@@ -3,13 +3,15 @@ prints `rookworld: error: <one line>`, writes it to the run folder's log and exi
 SIGTERM / SIGINT (rookworld.interrupts) print `rookworld: stopped by SIGTERM` and exit with 128 + the
 signal (143 / 130) once the run has closed its MLflow run; anything else is a bug and raises. In a Hydra multirun both propagate
 instead: the sweeper records a user error as the trial's failure, and a sweep worker ends on a
-signal (rookworld/sweep/running/run_worker.py)."""
+signal (rookworld/sweep/running/run_worker.py). A run refused before it wrote anything leaves no run folder."""
 from __future__ import annotations
 
 import logging
+import shutil
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
@@ -32,7 +34,8 @@ def as_command() -> Iterator[None]:
         if in_multirun():
             raise
         print(f"rookworld: error: {error}", file=sys.stderr)
-        to_run_log(f"rookworld: error: {error}", logging.ERROR)  # the run folder's log says why it is empty
+        if not remove_unused_run_folder():
+            to_run_log(f"rookworld: error: {error}", logging.ERROR)  # the run folder's log says why it ended
         sys.exit(2)
     except Interrupted as stop:
         if in_multirun():
@@ -54,3 +57,23 @@ def to_run_log(message: str, level: int = logging.INFO) -> None:
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.FileHandler) and level >= handler.level:
             handler.handle(record)
+
+
+def remove_unused_run_folder() -> bool:
+    """Remove the folder Hydra made for this run when the run wrote nothing to it (only Hydra's .hydra/ and
+    an empty log: a run refused at its config), and the parents it leaves empty up to the launch folder.
+    False when there is no such folder or the run used it."""
+    if not HydraConfig.initialized():
+        return False
+    runtime = HydraConfig.get().runtime
+    folder, launch = Path(runtime.output_dir), Path(runtime.cwd)
+    log = folder / f"{HydraConfig.get().job.name}.log"
+    entries = {p.name for p in folder.iterdir()} if folder.is_dir() else {None}
+    if not entries <= {".hydra", log.name} or (log.exists() and log.stat().st_size > 0):
+        return False
+    shutil.rmtree(folder)
+    for parent in folder.parents:
+        if parent == launch or not parent.is_relative_to(launch) or any(parent.iterdir()):
+            break
+        parent.rmdir()
+    return True

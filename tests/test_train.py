@@ -243,15 +243,36 @@ def test_an_objective_metric_the_evaluation_does_not_log_fails_at_the_first_eval
                               "validation part has 300"),
 ])
 def test_invalid_values_fail_before_the_model_loads_with_one_line(tmp_path, override, key):
-    """... and the run folder Hydra made before the check holds no MLflow store, and a log that says why."""
+    """... and leave nothing: the run folder Hydra made before the check is removed, no MLflow store."""
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], proc.stderr
-    assert [p.name for p in tmp_path.iterdir()] == ["outputs"]
-    (log,) = tmp_path.glob("outputs/*/*/train.log")
-    assert log.read_text().strip().endswith(lines[0]), log.read_text()
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["sweeps=smoke"], "sweeps=smoke: a sweep preset runs as a multirun: python -m rookworld.train -m sweeps=smoke"),
+    (["experiment=quickstart", "model.path=/nope/model"],
+     "model.path='/nope/model': no such folder (a local hub-format model folder)"),
+])
+def test_a_refused_run_says_why_in_one_line_before_any_model_loads_and_leaves_no_folder(tmp_path, argv, line):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", *argv], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [f"rookworld: error: {line}"], proc.stderr
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []  # no "loading ..." line, no run folder
+
+
+def test_a_run_that_wrote_to_its_folder_keeps_it(tmp_path):
+    """A refused run's folder goes only while it holds nothing but Hydra's files and an empty log."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("the user's\n")
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", "grpo.group_size=1",
+                           "hydra.run.dir=run"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert (tmp_path / "run" / "notes.txt").exists()
+    assert (tmp_path / "run" / "train.log").read_text().strip().endswith(proc.stderr.strip())
 
 
 @pytest.mark.parametrize("override, line", [
