@@ -58,8 +58,9 @@ def compose_command(overrides: list[str], config_name: str = "config"):
 
 def help_text(config_name: str) -> str:
     """`--help`: the config's hydra.help.template with $APP_CONFIG_GROUPS as one line per config group, its
-    options and its default. Hydra's own list names each group twice (conf/ and the project root that
-    holds sweeps/ are both on its search path) and lists run folders under outputs/ as groups;
+    options and its default, and $OWN_KEYS as one line per key under the command's own node (`round.*` for
+    conf/round.yaml) with its default. Hydra's own list names each group twice (conf/ and the project root
+    that holds sweeps/ are both on its search path) and lists run folders under outputs/ as groups;
     `--hydra-help` still prints Hydra's."""
     from rookworld.tracking import CONF_DIR
 
@@ -76,7 +77,25 @@ def help_text(config_name: str) -> str:
         options = sorted(p.stem for p in folder.glob("*.yaml"))
         default = choices.get(group)
         lines.append(f"  {group + ':':{width + 1}} " + ", ".join(f"{o} (default)" if o == default else o for o in options))
-    return string.Template(cfg.hydra.help.template).safe_substitute(APP_CONFIG_GROUPS="\n".join(lines))
+    return string.Template(cfg.hydra.help.template).safe_substitute(APP_CONFIG_GROUPS="\n".join(lines),
+                                                                    OWN_KEYS=_own_keys(cfg, config_name))
+
+
+def _own_keys(cfg, node: str) -> str:
+    """`  node.key: default` (as written, interpolations unresolved) for each leaf of the config's node named
+    like the command's config; '' when it has none."""
+    own = OmegaConf.to_container(cfg, resolve=False).get(node)
+    if not isinstance(own, dict):
+        return ""
+    return "\n".join(f"  {key}: {'null' if value is None else value}" for key, value in _leaves(own, f"{node}."))
+
+
+def _leaves(node: dict, prefix: str) -> Iterable[tuple[str, object]]:
+    for key, child in node.items():
+        if isinstance(child, dict):
+            yield from _leaves(child, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", child
 
 
 def describe(error: Exception, argv: list[str], config_name: str) -> str:

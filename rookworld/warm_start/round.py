@@ -77,6 +77,7 @@ def run(cfg: DictConfig) -> dict:
     require(r.seed not in lineage.used_seeds(rows), "round.seed", r.seed,
             f"an earlier round of {r.baseline} used it: its games are not new")
     require(Path(r.baseline).is_dir(), "round.baseline", r.baseline, "is not a model folder")
+    print(f"round: seed {r.seed}, {r.budget_min:g} min on device={spec.sft.device}, into {r.out}/", flush=True)
     out = Path(r.out)
     out.mkdir(parents=True, exist_ok=True)
     train_dir = Path(r.selfplay_dir) / "train"
@@ -154,6 +155,7 @@ def choose_balance(spec: RoundSpec, sft_cfg: DictConfig, pool: ShardPool, device
     cores = os.cpu_count() if r.cores == AUTO else r.cores
     if r.document_workers != AUTO and r.engines != AUTO:
         return balance.Balance(cores, r.document_workers, r.engines, 0.0, 0.0, "config")
+    print(f"round: measuring the document workers and the training step to split {cores} cores", flush=True)
     model, tokenizer = supervised_training.load_trainable(spec.sft, device)
     model.packed_attention = "sdpa"  # uncompiled flex attention is far slower than the loop's compiled one
     # stream 10**6: documents no training worker draws
