@@ -264,3 +264,10 @@ def test_a_stopped_sweep_closes_its_trials_and_says_so_in_one_line(tmp_path: Pat
     assert rookworld_lines == [f"rookworld: stopped by {name}: sweep stopped; the same command resumes it"], stderr
     assert len(trials()) == 2 and all(r.info.status == "KILLED" and r.data.tags[OUTCOME_TAG] == "failed"
                                       and r.data.tags[STOP_REASON_TAG] == f"stopped by {name}" for r in trials())
+    parent = next(r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "sweep_parent")
+    assert parent.info.status == "KILLED"  # not RUNNING with nothing running
+    study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]  # the stopped ones failed as stale ...
+    stale = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert len(stale) == 2 and all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: ") for t in stale)
+    assert sum(t.state == TrialState.WAITING for t in study.trials) == 2  # ... and are re-queued
