@@ -319,6 +319,19 @@ def test_help_says_what_the_command_does_and_lists_each_group_once(tmp_path):
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder
 
 
+@pytest.mark.parametrize("command, experiments", [
+    ("rookworld.train", ["grpo_move_value", "grpo_rookworld_tiny", "grpo_rookworld_tiny_swept", "quickstart"]),
+    ("rookworld.sft", ["sft_rookworld_tiny", "sft_selfplay", "sft_selfplay_39m"]),
+])
+def test_help_lists_the_experiments_the_command_runs(tmp_path, command, experiments):
+    """An sft_* experiment sets sft.* keys that rookworld.train's spec refuses: its --help does not offer it."""
+    proc = subprocess.run([sys.executable, "-m", command, "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("  experiment:"))
+    assert line.split(":", 1)[1].replace(",", " ").split() == experiments
+
+
 @pytest.mark.parametrize("override", [
     "log_every=0", "optimizer.name=adam", "grpo.reward_norm.momentum=1.5", "eval.batch_size=0", "eval.every=-1",
     "checkpoint.every=-1", "time_limit_min=0", "kl.sync_alpha=2", "kl.sync_every=-1", "kl=adaptive kl.coef=0",
