@@ -6,6 +6,7 @@ instead: the sweeper records a user error as the trial's failure, and a sweep wo
 signal (rookworld/sweep/running/run_worker.py). A run refused before it wrote anything leaves no run folder."""
 from __future__ import annotations
 
+import contextlib
 import logging
 import shutil
 import sys
@@ -29,7 +30,8 @@ def as_command() -> Iterator[None]:
     """The body of a `python -m rookworld.<command>` main function, under the exit policy above."""
     raise_on_signals()  # a no-op in a sweep worker, which installed them for its whole life
     try:
-        yield
+        with contextlib.redirect_stdout(ConsoleToRunLog(sys.stdout)):  # the run log holds what the console shows
+            yield
     except USER_ERRORS as error:
         if in_multirun():
             raise
@@ -43,6 +45,24 @@ def as_command() -> Iterator[None]:
         print(f"rookworld: {stop.stop_reason}", file=sys.stderr)
         to_run_log(f"rookworld: {stop.stop_reason}", logging.WARNING)  # the run log's last line says why it ended
         sys.exit(stop.exit_code)
+
+
+class ConsoleToRunLog:
+    """The command's stdout: each line goes on to `stream` (the terminal) and to the run's log (to_run_log)."""
+
+    def __init__(self, stream) -> None:
+        self.stream, self.partial = stream, ""
+
+    def write(self, text: str) -> int:
+        self.stream.write(text)
+        *lines, self.partial = (self.partial + text).split("\n")
+        for line in lines:
+            if line.strip():
+                to_run_log(line)
+        return len(text)
+
+    def __getattr__(self, name: str):  # flush, isatty, fileno, encoding: the stream's own
+        return getattr(self.stream, name)
 
 
 def in_multirun() -> bool:

@@ -48,8 +48,7 @@ def run(cfg: DictConfig) -> RunResult:
             tracker.set_tag(CHANGE_TAG, change.verdict)
             tracker.log_metrics(change.metrics(), step=result.steps)
     if change is not None:
-        print(change.line)
-        to_run_log(change.line)
+        print(change.line)  # also the run log's last line (rookworld.errors.as_command)
     return result
 
 

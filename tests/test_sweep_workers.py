@@ -271,3 +271,15 @@ def test_a_stopped_sweep_closes_its_trials_and_says_so_in_one_line(tmp_path: Pat
     stale = [t for t in study.trials if t.state == TrialState.FAIL]
     assert len(stale) == 2 and all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: ") for t in stale)
     assert sum(t.state == TrialState.WAITING for t in study.trials) == 2  # ... and are re-queued
+
+
+def test_a_workers_lines_start_with_its_trial() -> None:
+    import io
+
+    from rookworld.sweep.running.worker import LabelledLines
+
+    out = io.StringIO()
+    labelled = LabelledLines(out, "[trial 3] ")
+    for text in ("step 1", " loss 0.5\nstep 2\n", "outcome: success\n"):
+        labelled.write(text)
+    assert out.getvalue() == "[trial 3] step 1 loss 0.5\n[trial 3] step 2\n[trial 3] outcome: success\n"

@@ -497,3 +497,17 @@ def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_pat
     assert len(lines) == 1, proc.stderr
     assert "jrahn/RookWorld-LM-124M" in lines[0] and "model.path" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_run_log_holds_what_the_console_shows(tmp_path):
+    """Every stdout line of a run (the loading line, steps, evaluations, outcome, the change) is in train.log too."""
+    from train_helpers import TINY_RUN
+
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", *TINY_RUN, "tracking=none", "eval.every=2",
+                           "log_every=1", "eval.num_policy=1", "eval.num_arbiter=1", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = [line for line in proc.stdout.splitlines() if line.strip()]
+    logged = [line.split("] - ", 1)[1] for line in (tmp_path / "train.log").read_text().splitlines() if "] - " in line]
+    assert len(shown) >= 5 and shown[0].startswith("loading ") and any(line.startswith("outcome: ") for line in shown)
+    assert [line for line in logged if line in shown] == shown, (shown, logged)  # each, in order
