@@ -99,7 +99,7 @@ def run(cfg: DictConfig) -> dict:
         require(training_min > 0, "round.reserve_min", r.reserve_min,
                 f"leaves no training time: {clock.left() / 60:.1f} min of the budget are left after start-up")
         OmegaConf.update(sft_cfg, "sft.time_limit_min", training_min)
-        print(f"round: training {training_min:.1f} min on {carried_at_start:,} carried positions and the new shards",
+        print(f"round: training {training_min:.1f} min on {carried_at_start:,} carried positions so far and the new shards",
               flush=True)
         utilization.start()
         trained = supervised_training.run(sft_cfg, policy_train=pool)
@@ -252,7 +252,7 @@ def write_model(candidate_dir: Path, model_dir: Path, max_shard_mib: float) -> N
 
 def round_command() -> str:
     overrides = [a for a in sys.argv[1:] if "=" in a]
-    return "python -m rookworld.warm_start.round " + " ".join(overrides)
+    return lineage.portable_command("python -m rookworld.warm_start.round " + " ".join(overrides))
 
 
 class GpuUtilization:
