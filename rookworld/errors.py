@@ -87,6 +87,8 @@ def remove_unused_run_folder() -> bool:
         return False
     runtime = HydraConfig.get().runtime
     folder, launch = Path(runtime.output_dir), Path(runtime.cwd)
+    if launch.is_relative_to(folder):  # hydra.run.dir=. : the folder the user launched from is never removed
+        return False
     log = folder / f"{HydraConfig.get().job.name}.log"
     entries = {p.name for p in folder.iterdir()} if folder.is_dir() else {None}
     if not entries <= {".hydra", log.name} or (log.exists() and log.stat().st_size > 0):
