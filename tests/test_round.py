@@ -95,6 +95,7 @@ def test_a_round_without_its_seed_says_it_is_required(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 2
     assert proc.stderr.splitlines() == ["rookworld: error: round.seed is required (no default): give round.seed=VALUE"]
+    assert not (tmp_path / "run").exists()  # no folder for a round refused at its config
 
 
 def test_a_round_says_what_it_does_before_it_loads_a_model(tmp_path):
