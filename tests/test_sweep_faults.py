@@ -638,7 +638,7 @@ def test_a_launch_with_other_fixed_settings_than_its_study_is_one_line_and_leave
     (line,) = [line for line in result.stderr.splitlines(keepends=True) if not line.startswith("[I ")]  # Optuna's log
     assert line.startswith("rookworld: error: ") and "steps=1 " in line and line.endswith(
         ": study 'smoke' ran its trials with steps=6 sweeps=smoke (this launch has no steps=6): give the same to join "
-        "it, or hydra.sweeper.study_name=NEW for a new study\n"), line
+        "it, hydra.sweeper.study_name=NEW for a new study (or hydra.sweeper.accept_fixed_changes=true)\n"), line
     assert not (tmp_path / "outputs" / "sweeps").exists() and load_study(journal).trials == []
 
 

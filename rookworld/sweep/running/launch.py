@@ -531,7 +531,8 @@ def check_fixed_settings(study: optuna.Study, fixed: tuple[str, ...]) -> None:
         added, dropped = [o for o in given if o not in stored], [o for o in stored if o not in given]
         raise UserError(f"{' '.join(added) or 'the fixed overrides'}: study {study.study_name!r} ran its trials with "
                         f"{' '.join(stored) or 'no fixed override'}{' (this launch has no ' + ' '.join(dropped) + ')' if dropped else ''}"
-                        f": give the same to join it, or hydra.sweeper.study_name=NEW for a new study")
+                        f": give the same to join it, hydra.sweeper.study_name=NEW for a new study (or "
+                        f"hydra.sweeper.accept_fixed_changes=true)")
 
 
 def join_study(config: DictConfig, settings: Sweeper, storage: BaseStorage, base_dir: str,
@@ -543,7 +544,8 @@ def join_study(config: DictConfig, settings: Sweeper, storage: BaseStorage, base
         study = optuna.create_study(study_name=settings.study_name, storage=storage, direction=settings.direction,
                                     load_if_exists=True)
         check_direction(settings, storage)
-        check_fixed_settings(study, fixed)
+        if not settings.accept_fixed_changes:
+            check_fixed_settings(study, fixed)
         launch = int(study.user_attrs.get(LAUNCHES_ATTR, 0))
         study.set_user_attr(LAUNCHES_ATTR, launch + 1)
         resolve_stale_trials(study, storage, settings.grace_period_s, settings.stale_retries, clock)
