@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable
 from omegaconf import OmegaConf
 
 _FULL_ERROR = "HYDRA_FULL_ERROR"  # Hydra then raises its errors instead of printing them and exiting 1
+MIXED_GROUP = "experiment"  # the group whose options belong to different commands: --help lists this command's
 
 
 def run_hydra_main(main: Callable[[], object], config_name: str) -> None:
@@ -58,8 +59,9 @@ def compose_command(overrides: list[str], config_name: str = "config"):
 
 def help_text(config_name: str) -> str:
     """`--help`: the config's hydra.help.template with $APP_CONFIG_GROUPS as one line per config group, its
-    options and its default. Hydra's own list names each group twice (conf/ and the project root that
-    holds sweeps/ are both on its search path) and lists run folders under outputs/ as groups;
+    options and its default, and $OWN_KEYS as one line per key under the command's own node (`round.*` for
+    conf/round.yaml) with its default. Hydra's own list names each group twice (conf/ and the project root
+    that holds sweeps/ are both on its search path) and lists run folders under outputs/ as groups;
     `--hydra-help` still prints Hydra's."""
     from rookworld.tracking import CONF_DIR
 
@@ -74,9 +76,40 @@ def help_text(config_name: str) -> str:
     lines = []
     for group, folder in sorted(listed.items()):
         options = sorted(p.stem for p in folder.glob("*.yaml"))
+        if group == MIXED_GROUP:
+            options = [o for o in options if _adds_no_top_level_key(config_name, cfg, f"{group}={o}")]
         default = choices.get(group)
         lines.append(f"  {group + ':':{width + 1}} " + ", ".join(f"{o} (default)" if o == default else o for o in options))
-    return string.Template(cfg.hydra.help.template).safe_substitute(APP_CONFIG_GROUPS="\n".join(lines))
+    return string.Template(cfg.hydra.help.template).safe_substitute(APP_CONFIG_GROUPS="\n".join(lines),
+                                                                    OWN_KEYS=_own_keys(cfg, config_name))
+
+
+def _adds_no_top_level_key(config_name: str, cfg, override: str) -> bool:
+    """Whether `override` composes onto the command's config without a top-level key the config lacks: an option
+    of another command (an `sft_*` experiment under `rookworld.train`) adds its own (`sft`), which its spec refuses."""
+    from hydra.errors import ConfigCompositionException
+
+    try:
+        return set(_compose(config_name, [override])) <= set(cfg)
+    except ConfigCompositionException:  # it does not compose onto this config: not this command's either
+        return False
+
+
+def _own_keys(cfg, node: str) -> str:
+    """`  node.key: default` (as written, interpolations unresolved) for each leaf of the config's node named
+    like the command's config; '' when it has none."""
+    own = OmegaConf.to_container(cfg, resolve=False).get(node)
+    if not isinstance(own, dict):
+        return ""
+    return "\n".join(f"  {key}: {'null' if value is None else value}" for key, value in _leaves(own, f"{node}."))
+
+
+def _leaves(node: dict, prefix: str) -> Iterable[tuple[str, object]]:
+    for key, child in node.items():
+        if isinstance(child, dict):
+            yield from _leaves(child, f"{prefix}{key}.")
+        else:
+            yield f"{prefix}{key}", child
 
 
 def describe(error: Exception, argv: list[str], config_name: str) -> str:

@@ -173,6 +173,8 @@ def spec_of(kind: type, node: dict, key: str = ""):
             values[name] = node
             continue
         require(name in node, path, None, "missing: give it a value")
+        if node[name] == "???":  # OmegaConf's mandatory value, left unset
+            raise ConfigError(f"{path} is required (no default): give {path}=VALUE")
         values[name] = _value(hints[name], node[name], path)
     return kind(**values)
 

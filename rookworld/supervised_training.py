@@ -64,6 +64,10 @@ def heldout_loss(model, batches, device, autocast) -> float:
 def load_trainable(spec: SftSpec, device: torch.device):
     """The model to train (float32 master weights, in train mode, its packed-row attention set) and its tokenizer."""
     core, tokenizer = load_policy(spec.model, device)
+    n_positions = core.config.n_positions
+    require(spec.sft.seq_len <= n_positions, "sft.seq_len", spec.sft.seq_len,
+            f"above the model's n_positions={n_positions}: a document (packed or not) may be seq_len tokens long, and "
+            "the model has no position past n_positions")
     core.train()
     core.packed_attention = spec.sft.pack_attention
     return core, tokenizer

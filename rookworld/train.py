@@ -19,6 +19,7 @@ from rookworld.errors import as_command, in_multirun, to_run_log
 from rookworld.hooks import build_step_hooks, run_link
 from rookworld.resume_check import check_checkpoint_folder
 from rookworld.specs.inert import inert_override_warnings
+from rookworld.specs.rules import ConfigError
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 
 if TYPE_CHECKING:  # torch and the model load in run(): a sweep's launcher and a refused command never need them
@@ -47,8 +48,7 @@ def run(cfg: DictConfig) -> RunResult:
             tracker.set_tag(CHANGE_TAG, change.verdict)
             tracker.log_metrics(change.metrics(), step=result.steps)
     if change is not None:
-        print(change.line)
-        to_run_log(change.line)
+        print(change.line)  # also the run log's last line (rookworld.errors.as_command)
     return result
 
 
@@ -68,11 +68,19 @@ def warn_inert_overrides(cfg: DictConfig, overrides: list[str]) -> None:
         to_run_log(line, logging.WARNING)
 
 
+def refuse_a_sweep_without_multirun(preset: str | None) -> None:
+    """A sweep preset selected without -m would run one trial-less job (its trial.number is the sweeper's to set)."""
+    if preset is not None:
+        raise ConfigError(f"sweeps={preset}: a sweep preset runs as a multirun: python -m rookworld.train -m "
+                          f"sweeps={preset}")
+
+
 @hydra.main(config_path="../conf", config_name="config", execution_whitelist=PROJECT_TARGETS)
 def main(cfg: DictConfig) -> RunResult:
     with as_command():
         if not in_multirun():  # a sweep composes each trial's whole config itself
             job = HydraConfig.get()
+            refuse_a_sweep_without_multirun(job.runtime.choices.get("sweeps"))
             cfg = resumed_config(cfg, job.overrides.task, job.runtime.choices)
             warn_inert_overrides(cfg, job.overrides.task)
         return run(cfg)

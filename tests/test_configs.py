@@ -92,3 +92,22 @@ def test_every_config_key_has_a_comment(path):
     name = path.relative_to(ROOT).as_posix()
     assert not missing, "keys without a trailing # comment:\n" + "\n".join(
         f"{name}:{number}: {line.strip()}" for number, line in missing)
+
+
+# `docs/NAME.md, Section` or `docs/NAME.md ("Section")` in a config's comments: the section the reader should open
+DOC_SECTION = re.compile(r"""docs/([\w/.-]+\.md)(?:, "?| \(")([A-Z][\w' -]*[\w'])""")
+
+
+def has_section(document: Path, section: str) -> bool:
+    """A heading of the guide, or a paragraph's bold lead (`**Throughput.**`), starts with `section`."""
+    text = document.read_text()
+    headings = [line.lstrip("#").strip() for line in text.splitlines() if line.startswith("#")]
+    return any(h.startswith(section) for h in headings) or f"**{section}" in text
+
+
+@pytest.mark.parametrize("path", CONFIG_FILES, ids=lambda path: path.relative_to(ROOT).as_posix())
+def test_every_doc_section_a_config_names_exists(path):
+    comments = " ".join(trailing_comment(line) or "" for line in path.read_text().splitlines())
+    missing = [f"docs/{doc}, {section}" for doc, section in DOC_SECTION.findall(comments)
+               if not (ROOT / "docs" / doc).is_file() or not has_section(ROOT / "docs" / doc, section)]
+    assert not missing, f"{path.relative_to(ROOT)} names sections no guide has: {'; '.join(missing)}"

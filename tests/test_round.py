@@ -6,6 +6,7 @@ import itertools
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -73,3 +74,39 @@ def test_a_cpu_round_continues_an_init_adds_new_positions_and_refuses_a_worse_mo
     assert all(p.stat().st_size <= PIECE_MIB * 2**20 + 4096 for p in (out / "model").iterdir())
     assert not (out / "model" / "lineage.json").exists()  # no lineage row for a model that is not shipped
     assert sorted((p.name, p.stat().st_size) for p in (ASSETS_DIR / "rookworld_tiny").iterdir()) == shipped_before
+
+
+def round_command(*overrides: str) -> list[str]:
+    return [sys.executable, "-m", "rookworld.warm_start.round", *overrides]
+
+
+def test_the_round_help_lists_its_own_keys_and_an_example(tmp_path):
+    proc = subprocess.run(round_command("--help"), cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert proc.stdout.startswith("rookworld.warm_start.round: one warm-start round")
+    assert "python -m rookworld.warm_start.round round.seed=4" in proc.stdout
+    keys = [line.split(":")[0].strip() for line in proc.stdout.splitlines() if line.startswith("  round.")]
+    assert {"round.seed", "round.budget_min", "round.carry", "round.out"} <= set(keys)
+    assert "  round.seed: ???" in proc.stdout and "rookworld.sft:" not in proc.stdout
+
+
+def test_a_round_without_its_seed_says_it_is_required(tmp_path):
+    proc = subprocess.run(round_command("device=cpu", f"hydra.run.dir={tmp_path / 'run'}"), cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert proc.stderr.splitlines() == ["rookworld: error: round.seed is required (no default): give round.seed=VALUE"]
+    assert not (tmp_path / "run").exists()  # no folder for a round refused at its config
+
+
+def test_a_round_says_what_it_does_before_it_loads_a_model(tmp_path):
+    """Its first line comes before the measurement (a model, a document stream: a minute on a busy CPU)."""
+    started = time.monotonic()
+    with subprocess.Popen(round_command("round.seed=7", "device=cpu", f"round.out={tmp_path / 'out'}",
+                                        f"hydra.run.dir={tmp_path / 'run'}"), cwd=ROOT, stdout=subprocess.PIPE,
+                          text=True) as proc:
+        first = proc.stdout.readline()
+        seconds = time.monotonic() - started
+        proc.terminate()
+        proc.communicate(timeout=60)
+    assert first == f"round: seed 7, 25 min on device=cpu, into {tmp_path / 'out'}/\n"
+    assert seconds < 60  # start-up only (imports and the config): about 3 s on an idle 2-core machine

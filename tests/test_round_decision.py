@@ -1,10 +1,15 @@
 """A round's decision (rookworld/warm_start/decision.py) and its lineage row (rookworld/warm_start/lineage.py)."""
 import json
 import random
+from pathlib import Path
 
 from rookworld.evaluate import EvalResult, score_standard_error, task_scores
 from rookworld.warm_start.decision import decide, one_sided_p
-from rookworld.warm_start.lineage import read_lineage, lineage_metrics, render_table, used_seeds, write_model_card
+from rookworld.config import ASSETS_DIR
+from rookworld.warm_start.lineage import (lineage_metrics, portable_command, read_lineage, render_table, used_seeds,
+                                          write_model_card)
+
+REPO = Path(__file__).resolve().parents[1]
 
 TASKS = ["P"] * 300 + ["A"] * 200
 
@@ -49,3 +54,27 @@ def test_the_model_card_keeps_the_readme_and_rewrites_its_lineage(tmp_path):
     assert "| 1 | 3 | 1,200 | 5,000 | 20.0 | 1,000,000 | 0.6100 | 25.0 ± 0.4 | 90.0 ± 1.7 |" in text
     assert read_lineage(tmp_path)[1]["seed"] == 3 and used_seeds(json.loads((tmp_path / "lineage.json").read_text())) == {3}
     assert render_table([]).count("\n") == 1  # the header alone
+
+
+def test_a_round_command_names_its_machine_paths_instead_of_giving_them(tmp_path):
+    command = ("python -m rookworld.warm_start.round round.engine_path=/opt/sf/stockfish round.carry=[/tmp/a,/tmp/b] "
+               "round.out=/tmp/round/out hydra.run.dir=/tmp/h round.seed=1 device=cuda model.path=./local")
+    assert portable_command(command) == (
+        "python -m rookworld.warm_start.round round.engine_path=ENGINE_PATH round.carry=[CARRY] round.out=OUT "
+        "hydra.run.dir=RUN_DIR round.seed=1 device=cuda model.path=./local")
+    write_model_card(tmp_path, "# model\n", [{"round": 0, "test": {}}, {"round": 1, "test": {}, "command": command}],
+                     command)
+    assert "/tmp/" not in (tmp_path / "README.md").read_text() + (tmp_path / "lineage.json").read_text()
+
+
+def test_the_shipped_lineage_gives_no_machine_path_and_agrees_with_each_rounds_record():
+    rows = read_lineage(ASSETS_DIR / "rookworld_tiny")
+    card = (ASSETS_DIR / "rookworld_tiny" / "README.md").read_text()
+    assert all(portable_command(row["command"]) == row["command"] for row in rows if "command" in row)
+    assert "/tmp/" not in card.split("## Lineage")[1]
+    for row in rows[1:]:
+        record = REPO / "docs" / "runs" / f"warm_start_round_{row['round']}" / "round.json"
+        if record.is_file():
+            recorded = json.loads(record.read_text())["row"]
+            assert {k: recorded[k] for k in ("new_positions", "carried_positions", "seed")} == \
+                {k: row[k] for k in ("new_positions", "carried_positions", "seed")}, record

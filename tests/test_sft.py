@@ -5,6 +5,7 @@ import signal
 import subprocess
 import sys
 
+import pytest
 import torch
 from sweep_helpers import descendants
 
@@ -144,3 +145,15 @@ def run_or_dump_stacks(command: list[str], timeout_s: float, env: dict[str, str]
         out, err = process.communicate(timeout=30)
         raise AssertionError(f"still running after {timeout_s} s; stacks:\n{err[-6000:]}\n{out[-2000:]}")
     return subprocess.CompletedProcess(command, process.returncode, out, err)
+
+
+def test_a_seq_len_past_the_models_positions_is_refused_before_training():
+    """A packed row may be longer than the model's context, a document not: documents are cut at sft.seq_len."""
+    from rookworld.config import load_sft
+    from rookworld.specs.rules import ConfigError
+    from rookworld.supervised_training import load_trainable
+
+    spec = load_sft(sft_config("model=tiny", "model.tiny.n_positions=256", "sft.pack=true", "sft.seq_len=320",
+                               "device=cpu", "tracking=none"))
+    with pytest.raises(ConfigError, match=r"^sft.seq_len=320: above the model's n_positions=256: "):
+        load_trainable(spec, torch.device("cpu"))

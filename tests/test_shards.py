@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from pathlib import Path
 
@@ -103,3 +104,12 @@ def test_ctrl_c_stops_the_run_its_workers_and_engines_and_the_same_command_goes_
 
     annotate.main([*args, "--shards", str(folder)])
     assert joined_bytes(folder) == joined_bytes(unstopped)
+
+
+def test_under_a_time_limit_the_progress_bar_counts_positions_without_a_total(tmp_path: Path, capsys) -> None:
+    """A warm-start round asks for more positions than its clock allows: the bar shows no unreachable total."""
+    annotate.main([*ARGS[:1], "1000000000", *ARGS[2:], "--shards", str(tmp_path / "run"), "--workers", "1",
+                   "--time-limit-s", "0.1"])
+    err = capsys.readouterr().err
+    bars = re.findall(r"self-play positions: [^\r\n]*?pos/s\]", err)
+    assert bars and not any("1000000000" in bar or "%" in bar for bar in bars), err[-500:]

@@ -33,6 +33,7 @@ from sweep_helpers import (
     with_password,
 )
 
+from rookworld.sweep.running.launch import FIXED_ATTR, UserError, check_fixed_settings
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.storage.journal import SafeJournalBackend
 from rookworld.sweep.storage.lock import StorageFault, storage_lock
@@ -622,3 +623,29 @@ def test_a_tracking_store_down_or_a_direction_clash_is_one_line_and_leaves_no_la
     assert result.stderr.startswith(f"rookworld: error: {message}") and result.stderr.count("\n") == 1, result.stderr
     assert not (tmp_path / "outputs" / "sweeps").exists() and mlflow_runs(tmp_path) == []
     assert load_study(journal).trials == []
+
+
+def test_a_launch_with_other_fixed_settings_than_its_study_is_one_line_and_leaves_no_launch_folder(tmp_path: Path) -> None:
+    """A study compares its trials: a launch whose fixed overrides differ from the first launch's (steps=1 on a
+    6-step study) would add trials of another experiment to its table and best."""
+    journal = f"journal:{tmp_path}/outputs/optuna/smoke.journal"
+    study = optuna.create_study(study_name="smoke", storage=open_storage(journal, str(tmp_path), default_timeouts()),
+                                direction="maximize")
+    study.set_user_attr(FIXED_ATTR, ["steps=6", "sweeps=smoke"])
+    result = subprocess.run(sweep_command(), cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 2, result.stderr[-3000:]
+    (line,) = [line for line in result.stderr.splitlines(keepends=True) if not line.startswith("[I ")]  # Optuna's log
+    assert line.startswith("rookworld: error: ") and "steps=1 " in line and line.endswith(
+        ": study 'smoke' ran its trials with steps=6 sweeps=smoke (this launch has no steps=6): give the same to join "
+        "it, hydra.sweeper.study_name=NEW for a new study (or hydra.sweeper.accept_fixed_changes=true)\n"), line
+    assert not (tmp_path / "outputs" / "sweeps").exists() and load_study(journal).trials == []
+
+
+def test_the_first_launch_stores_its_fixed_settings_and_the_same_ones_join() -> None:
+    study = optuna.create_study(study_name="s")
+    check_fixed_settings(study, ("sweeps=smoke", "steps=6"))
+    assert study.user_attrs[FIXED_ATTR] == ["steps=6", "sweeps=smoke"]
+    check_fixed_settings(study, ("steps=6", "sweeps=smoke"))  # the same, in another order
+    with pytest.raises(UserError, match=r"^steps=4: study 's' ran its trials with steps=6 sweeps=smoke \(this launch has no steps=6\)"):
+        check_fixed_settings(study, ("sweeps=smoke", "steps=4"))

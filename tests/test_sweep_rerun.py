@@ -3,6 +3,7 @@ folder, and prints the same summary as the launch that finished the study (runs 
 
 from __future__ import annotations
 
+import re
 import subprocess
 from pathlib import Path
 
@@ -22,6 +23,8 @@ def test_a_finished_sweep_run_again_says_it_is_complete_and_prints_the_same_summ
                                    timeout=600) for _ in range(2))
     assert first.returncode == 0 and again.returncode == 0, (first.stderr[-3000:], again.stderr[-3000:])
     assert "is already complete: 2 trials, none to start" not in first.stdout
+    outcomes = [line for line in first.stdout.splitlines() if "outcome: " in line]  # two workers' lines interleave
+    assert len(outcomes) == 2 and all(re.match(r"\[trial [01]\] outcome: ", line) for line in outcomes), first.stdout
     assert "study smoke is already complete: 2 trials, none to start" in again.stdout, again.stdout
     assert study_summary(again.stdout) == study_summary(first.stdout)
     assert any("| success |" in line for line in study_summary(again.stdout)) and "Best: trial" in again.stdout

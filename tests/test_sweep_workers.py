@@ -97,7 +97,8 @@ def trial_runs(directory: Path) -> list:
 def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     """The kill lands where the test puts it: the first launch's trials never end on their own (100,000
     steps), so both workers are inside a trial with its MLflow run when it is killed. The same study then
-    resumes with trials of 1 step: it retries the two killed trials, which makes its 2. (A trial killed before
+    resumes with trials of 1 step (other fixed overrides, accepted): it retries the two killed trials, which makes
+    its 2. (A trial killed before
     its MLflow run exists has nothing to mark: its stale failure and retry are in the study, and the retry's
     run carries its params.)"""
     trials = ("hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=2")
@@ -114,8 +115,8 @@ def test_a_killed_sweep_leaves_no_worker_and_resumes(tmp_path: Path) -> None:
     first.wait()
     wait_for(lambda: not any(alive(pid) for pid in tree), 10, f"every process of the killed sweep to end: {tree}")
 
-    second = subprocess.run(sweep_command(*trials, "steps=1"), cwd=tmp_path, env=subprocess_env(),
-                            capture_output=True, text=True, timeout=600)
+    second = subprocess.run(sweep_command(*trials, "steps=1", "hydra.sweeper.accept_fixed_changes=true"), cwd=tmp_path,
+                            env=subprocess_env(), capture_output=True, text=True, timeout=600)
     assert second.returncode == 0, second.stderr[-3000:]
     study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
     assert finished_count(study) == 2 and not study.get_trials(states=(TrialState.RUNNING, TrialState.WAITING))
@@ -264,3 +265,22 @@ def test_a_stopped_sweep_closes_its_trials_and_says_so_in_one_line(tmp_path: Pat
     assert rookworld_lines == [f"rookworld: stopped by {name}: sweep stopped; the same command resumes it"], stderr
     assert len(trials()) == 2 and all(r.info.status == "KILLED" and r.data.tags[OUTCOME_TAG] == "failed"
                                       and r.data.tags[STOP_REASON_TAG] == f"stopped by {name}" for r in trials())
+    parent = next(r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "sweep_parent")
+    assert parent.info.status == "KILLED"  # not RUNNING with nothing running
+    study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    assert not [t for t in study.trials if t.state == TrialState.RUNNING]  # the stopped ones failed as stale ...
+    stale = [t for t in study.trials if t.state == TrialState.FAIL]
+    assert len(stale) == 2 and all(t.user_attrs[FAIL_REASON_ATTR].startswith("stale: ") for t in stale)
+    assert sum(t.state == TrialState.WAITING for t in study.trials) == 2  # ... and are re-queued
+
+
+def test_a_workers_lines_start_with_its_trial() -> None:
+    import io
+
+    from rookworld.sweep.running.worker import LabelledLines
+
+    out = io.StringIO()
+    labelled = LabelledLines(out, "[trial 3] ")
+    for text in ("step 1", " loss 0.5\nstep 2\n", "outcome: success\n"):
+        labelled.write(text)
+    assert out.getvalue() == "[trial 3] step 1 loss 0.5\n[trial 3] step 2\n[trial 3] outcome: success\n"

@@ -263,7 +263,8 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     base = {"sampler": OmegaConf.create({"_target_": "optuna.samplers.TPESampler", "seed": 0}),
             "direction": "maximize", "storage": "journal:x.journal", "study_name": "s", "n_trials": 4, "n_jobs": 2,
             "max_failure_rate": 0.0, "params": None, "stale_retries": 1, "heartbeat_interval_s": 30,
-            "grace_period_s": 300, "validate": None, "max_worker_restarts": 4, "connect_timeout_s": 10,
+            "grace_period_s": 300, "validate": None, "max_worker_restarts": 4, "accept_fixed_changes": False,
+            "connect_timeout_s": 10,
             "statement_timeout_s": 120, "lock_wait_s": 600, "lock_lease_s": 60, "stages": None}
     return {**base, **changes}
 
@@ -276,6 +277,7 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     ({"grace_period_s": 10}, "hydra.sweeper.grace_period_s=10: must be a number >= 2 x heartbeat_interval_s = 60"),
     ({"max_worker_restarts": -1}, "hydra.sweeper.max_worker_restarts=-1: must be an integer >= 0"),
     ({"lock_lease_s": 0}, "hydra.sweeper.lock_lease_s=0: must be a number > 0"),
+    ({"accept_fixed_changes": "yes"}, "hydra.sweeper.accept_fixed_changes='yes': expected true or false"),
     ({"connect_timeout_s": "soon"}, "hydra.sweeper.connect_timeout_s='soon': expected a number"),
 ])
 def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> None:

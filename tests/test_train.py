@@ -244,15 +244,36 @@ def test_an_objective_metric_the_evaluation_does_not_log_fails_at_the_first_eval
                               "validation part has 300"),
 ])
 def test_invalid_values_fail_before_the_model_loads_with_one_line(tmp_path, override, key):
-    """... and the run folder Hydra made before the check holds no MLflow store, and a log that says why."""
+    """... and leave nothing: the run folder Hydra made before the check is removed, no MLflow store."""
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and key in lines[0], proc.stderr
-    assert [p.name for p in tmp_path.iterdir()] == ["outputs"]
-    (log,) = tmp_path.glob("outputs/*/*/train.log")
-    assert log.read_text().strip().endswith(lines[0]), log.read_text()
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["sweeps=smoke"], "sweeps=smoke: a sweep preset runs as a multirun: python -m rookworld.train -m sweeps=smoke"),
+    (["experiment=quickstart", "model.path=/nope/model"],
+     "model.path='/nope/model': no such folder (a local hub-format model folder)"),
+])
+def test_a_refused_run_says_why_in_one_line_before_any_model_loads_and_leaves_no_folder(tmp_path, argv, line):
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", *argv], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2 and proc.stderr.splitlines() == [f"rookworld: error: {line}"], proc.stderr
+    assert proc.stdout == "" and list(tmp_path.iterdir()) == []  # no "loading ..." line, no run folder
+
+
+def test_a_run_that_wrote_to_its_folder_keeps_it(tmp_path):
+    """A refused run's folder goes only while it holds nothing but Hydra's files and an empty log."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("the user's\n")
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", "grpo.group_size=1",
+                           "hydra.run.dir=run"], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert (tmp_path / "run" / "notes.txt").exists()
+    assert (tmp_path / "run" / "train.log").read_text().strip().endswith(proc.stderr.strip())
 
 
 @pytest.mark.parametrize("override, line", [
@@ -297,6 +318,19 @@ def test_help_says_what_the_command_does_and_lists_each_group_once(tmp_path):
     kl = next(line for line in lines if line.startswith("  kl:"))
     assert kl.split(":", 1)[1].split() == ["adaptive,", "fixed", "(default),", "none"]
     assert list(tmp_path.iterdir()) == []  # no outputs/ folder
+
+
+@pytest.mark.parametrize("command, experiments", [
+    ("rookworld.train", ["grpo_move_value", "grpo_rookworld_tiny", "grpo_rookworld_tiny_swept", "quickstart"]),
+    ("rookworld.sft", ["sft_rookworld_tiny", "sft_selfplay", "sft_selfplay_39m"]),
+])
+def test_help_lists_the_experiments_the_command_runs(tmp_path, command, experiments):
+    """An sft_* experiment sets sft.* keys that rookworld.train's spec refuses: its --help does not offer it."""
+    proc = subprocess.run([sys.executable, "-m", command, "--help"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    line = next(line for line in proc.stdout.splitlines() if line.startswith("  experiment:"))
+    assert line.split(":", 1)[1].replace(",", " ").split() == experiments
 
 
 @pytest.mark.parametrize("override", [
@@ -488,3 +522,17 @@ def test_default_model_offline_fails_with_one_line_naming_the_repo_and_model_pat
     assert len(lines) == 1, proc.stderr
     assert "jrahn/RookWorld-LM-124M" in lines[0] and "model.path" in lines[0]
     assert "Traceback" not in proc.stdout + proc.stderr
+
+
+def test_the_run_log_holds_what_the_console_shows(tmp_path):
+    """Every stdout line of a run (the loading line, steps, evaluations, outcome, the change) is in train.log too."""
+    from train_helpers import TINY_RUN
+
+    proc = subprocess.run([sys.executable, "-m", "rookworld.train", *TINY_RUN, "tracking=none", "eval.every=2",
+                           "log_every=1", "eval.num_policy=1", "eval.num_arbiter=1", f"hydra.run.dir={tmp_path}"],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    shown = [line for line in proc.stdout.splitlines() if line.strip()]
+    logged = [line.split("] - ", 1)[1] for line in (tmp_path / "train.log").read_text().splitlines() if "] - " in line]
+    assert len(shown) >= 5 and shown[0].startswith("loading ") and any(line.startswith("outcome: ") for line in shown)
+    assert [line for line in logged if line in shown] == shown, (shown, logged)  # each, in order

@@ -95,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_setting_flags(parser, selfplay, SELFPLAY_FLAGS)
     parser.add_argument("--games-per-shard", type=int, default=200, help="--shards: games per shard file")
     parser.add_argument("--time-limit-s", type=float, help="--shards: stop after the shard complete at this many "
-                        "seconds (a time-limited job); the same command resumes")
+                        "seconds (a time-limited job; the progress bar then counts positions, no total); the same command resumes")
     add_setting_flags(parser, GameSettings(), SPLIT_FLAGS)
     return parser
 

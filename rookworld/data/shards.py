@@ -134,7 +134,8 @@ def _play_shards(folder: Path, target: int, workers: int, seed: int, games_per_s
                  engine_kwargs: dict, seen: set[str], done: dict, deadline: float | None) -> dict:
     first_game = done["shards"] * games_per_shard
     started = time.perf_counter() - done["wall_seconds"]
-    with tqdm(total=target, initial=done["positions"], unit="pos", desc="self-play positions", smoothing=0.05,
+    total = target if deadline is None else None  # under a time limit the clock may end it first: no total to show
+    with tqdm(total=total, initial=done["positions"], unit="pos", desc="self-play positions", smoothing=0.05,
               dynamic_ncols=True) as bar, engine_pool(workers, _start_worker, (engine_kwargs, seed, settings)) as pool:
         rows: dict[str, list[dict]] = {split: [] for split in SPLITS_BY_GAME}
         for game, (records, analysed, engine_seconds) in in_order(pool, _play, count(first_game), WINDOW_PER_WORKER * workers):

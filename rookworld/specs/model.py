@@ -4,14 +4,20 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
-from rookworld.specs.rules import one_of
+from rookworld.specs.rules import one_of, require
 
 DTYPES = ("auto", "float32", "bfloat16")
 
 
 def _check_dtype(dtype: str) -> None:
     one_of("model.dtype", dtype, DTYPES)
+
+
+def _check_path(path: str | None) -> None:
+    """A local model folder is checked here, before the model loads (and before any run folder is used)."""
+    require(path is None or Path(path).is_dir(), "model.path", path, "no such folder (a local hub-format model folder)")
 
 
 @dataclass(frozen=True)
@@ -23,6 +29,7 @@ class HubModel:
 
     def __post_init__(self):
         _check_dtype(self.dtype)
+        _check_path(self.path)
 
     def load_arguments(self) -> dict:
         return {"source": self.source, "revision": self.revision, "path": self.path}
@@ -39,6 +46,7 @@ class FolderModel:
 
     def __post_init__(self):
         _check_dtype(self.dtype)
+        _check_path(self.path)
 
     def load_arguments(self) -> dict:
         return {"source": self.source, "path": self.path}
@@ -65,6 +73,7 @@ class RandomModel:
 
     def __post_init__(self):
         _check_dtype(self.dtype)
+        _check_path(self.path)
 
     def load_arguments(self) -> dict:
         return {"path": self.path, "tiny": asdict(self.tiny)}

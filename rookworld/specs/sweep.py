@@ -176,6 +176,7 @@ class Sweeper:
     heartbeat_interval_s: float
     grace_period_s: float
     max_worker_restarts: int
+    accept_fixed_changes: bool  # join a study whose first launch gave other fixed overrides
     connect_timeout_s: float
     statement_timeout_s: float
     lock_wait_s: float

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 from rookworld.evaluate import EvalResult
@@ -68,9 +69,27 @@ def render_table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def portable_command(command: str) -> str:
+    """`command` with each override's machine path named instead (`round.carry=[/tmp/x]` -> `round.carry=[CARRY]`,
+    `hydra.run.dir=/tmp/h` -> `hydra.run.dir=RUN_DIR`): a command another machine can read and fill in."""
+    return " ".join(_portable(word) for word in command.split(" "))
+
+
+def _portable(word: str) -> str:
+    key, _, value = word.partition("=")
+    if not value or not re.search(r"(^|[\[,])/", value):
+        return word
+    parts = key.lstrip("+~").split(".")
+    name = "_".join(parts[-2:] if parts[-1] in ("dir", "path") and len(parts) > 1 else parts[-1:]).upper()
+    return f"{key}=[{name}]" if value.startswith("[") else f"{key}={name}"
+
+
 def write_model_card(folder: str | Path, readme: str, rows: list[dict], command: str) -> None:
-    """lineage.json and README.md (`readme` with its lineage section replaced) in the model folder."""
+    """lineage.json and README.md (`readme` with its lineage section replaced) in the model folder; every command
+    in them without machine paths (portable_command)."""
     folder = Path(folder)
+    rows = [{**row, "command": portable_command(row["command"])} if "command" in row else row for row in rows]
+    command = portable_command(command)
     (folder / LINEAGE_FILE).write_text(json.dumps(rows, indent=1) + "\n")
     kept = readme.split(f"\n{SECTION}\n")[0].rstrip()
     section = (f"{SECTION}\n\nOne row per warm-start round (rookworld/warm_start/round.py); row 0 is the model before "

@@ -77,6 +77,7 @@ def run(cfg: DictConfig) -> dict:
     require(r.seed not in lineage.used_seeds(rows), "round.seed", r.seed,
             f"an earlier round of {r.baseline} used it: its games are not new")
     require(Path(r.baseline).is_dir(), "round.baseline", r.baseline, "is not a model folder")
+    print(f"round: seed {r.seed}, {r.budget_min:g} min on device={spec.sft.device}, into {r.out}/", flush=True)
     out = Path(r.out)
     out.mkdir(parents=True, exist_ok=True)
     train_dir = Path(r.selfplay_dir) / "train"
@@ -98,7 +99,7 @@ def run(cfg: DictConfig) -> dict:
         require(training_min > 0, "round.reserve_min", r.reserve_min,
                 f"leaves no training time: {clock.left() / 60:.1f} min of the budget are left after start-up")
         OmegaConf.update(sft_cfg, "sft.time_limit_min", training_min)
-        print(f"round: training {training_min:.1f} min on {carried_at_start:,} carried positions and the new shards",
+        print(f"round: training {training_min:.1f} min on {carried_at_start:,} carried positions so far and the new shards",
               flush=True)
         utilization.start()
         trained = supervised_training.run(sft_cfg, policy_train=pool)
@@ -154,6 +155,7 @@ def choose_balance(spec: RoundSpec, sft_cfg: DictConfig, pool: ShardPool, device
     cores = os.cpu_count() if r.cores == AUTO else r.cores
     if r.document_workers != AUTO and r.engines != AUTO:
         return balance.Balance(cores, r.document_workers, r.engines, 0.0, 0.0, "config")
+    print(f"round: measuring the document workers and the training step to split {cores} cores", flush=True)
     model, tokenizer = supervised_training.load_trainable(spec.sft, device)
     model.packed_attention = "sdpa"  # uncompiled flex attention is far slower than the loop's compiled one
     # stream 10**6: documents no training worker draws
@@ -256,7 +258,7 @@ def write_model(candidate_dir: Path, model_dir: Path, max_shard_mib: float) -> N
 
 def round_command() -> str:
     overrides = [a for a in sys.argv[1:] if "=" in a]
-    return "python -m rookworld.warm_start.round " + " ".join(overrides)
+    return lineage.portable_command("python -m rookworld.warm_start.round " + " ".join(overrides))
 
 
 class GpuUtilization:

@@ -50,6 +50,7 @@ from rookworld.tracking import TrackingSettings, absolute_path, hydra_base_dir, 
 
 log = logging.getLogger(__name__)
 LAUNCHES_ATTR = "rookworld:launches"  # study user attr: how many sweep launches joined it
+FIXED_ATTR = "rookworld:fixed"  # study user attr: the fixed overrides its first launch gave every trial (sorted)
 SUMMARISED_ATTR = "rookworld:summarised"  # study user attr: the parent run its summary was logged on
 STOP_GRACE_S = 30  # on Ctrl-C / SIGTERM, workers get this long to close their trials' runs before SIGKILL
 WATCH_INTERVAL_S = 0.2  # how often the launch checks whether a worker ended
@@ -99,7 +100,7 @@ class Launch:
         try:
             daemon = MpsDaemon.for_workers(mps, gpus, launch_dir / ".sweep")
             tracking = open_tracking(config, settings, base_dir)  # a fresh store: created outside the study lock
-            launch_number, parent = join_study(config, settings, storage, base_dir, tracking, launch_dir)
+            launch_number, parent = join_study(config, settings, storage, base_dir, tracking, launch_dir, space.fixed)
         except (UserError, MpsUnavailable) as error:
             if daemon is not None:
                 daemon.stop()
@@ -165,6 +166,7 @@ class Launch:
                 return self.watch(slots, spec_path, mps)
         except Interrupted as stop:
             self.stop_workers(stop.signum)  # the same signal: their runs' stop reason names it
+            self.close_stopped_trials()
             if self.spec.settings.stages is not None:  # what the stages have so far (the same command goes on)
                 print(self.stage_report(self.load_study())[0], flush=True)
             raise
@@ -212,6 +214,17 @@ class Launch:
         return "".join(f": its trial {t.number} failed" + (" and re-queued" if t.retried else
                                                             f" (not re-queued: hydra.sweeper.stale_retries={s.stale_retries})")
                        for t in stale)
+
+    def close_stopped_trials(self) -> None:
+        """After the workers stopped: their trials failed as stale (and re-queued); when no trial of the study runs
+        any more (no other launch works it), its runs still open and the parent run end KILLED (the same command
+        reopens the parent)."""
+        self.fail_trials_of_dead_workers()
+        if self.parent is None or self.load_study().get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+            return
+        client = self.tracking_client()
+        end_orphan_runs(client, self.parent.experiment_id, self.load_study())
+        client.set_terminated(self.parent.run_id, status="KILLED")
 
     def stop_workers(self, signum: int = signal.SIGINT) -> None:
         for worker in self.workers:
@@ -507,14 +520,32 @@ def check_direction(settings: Sweeper, storage: BaseStorage) -> None:
                         f"with direction {study.direction.name.lower()} (another study_name starts a new one)")
 
 
+def check_fixed_settings(study: optuna.Study, fixed: tuple[str, ...]) -> None:
+    """Every launch of a study gives its trials the same fixed overrides (a study compares its trials): the first
+    launch's are stored, a launch with others is refused (another study_name starts a new study)."""
+    stored, given = study.user_attrs.get(FIXED_ATTR), sorted(fixed)
+    if stored is None:
+        study.set_user_attr(FIXED_ATTR, given)
+        return
+    if stored != given:
+        added, dropped = [o for o in given if o not in stored], [o for o in stored if o not in given]
+        raise UserError(f"{' '.join(added) or 'the fixed overrides'}: study {study.study_name!r} ran its trials with "
+                        f"{' '.join(stored) or 'no fixed override'}{' (this launch has no ' + ' '.join(dropped) + ')' if dropped else ''}"
+                        f": give the same to join it, hydra.sweeper.study_name=NEW for a new study (or "
+                        f"hydra.sweeper.accept_fixed_changes=true)")
+
+
 def join_study(config: DictConfig, settings: Sweeper, storage: BaseStorage, base_dir: str,
-               tracking: tuple[Any, Any] | None, launch_dir: Path) -> tuple[int, ParentRef | None]:
-    """Under the study's lock: create or load it, number this launch, fail stale trials, get the parent run."""
+               tracking: tuple[Any, Any] | None, launch_dir: Path, fixed: tuple[str, ...]) -> tuple[int, ParentRef | None]:
+    """Under the study's lock: create or load it, check its fixed overrides, number this launch, fail stale
+    trials, get the parent run."""
     clock = StorageClock(settings.storage, base_dir, settings.timeouts.connect_args())
     with storage_lock(settings.storage, base_dir, f"study:{settings.study_name}", settings.timeouts):
         study = optuna.create_study(study_name=settings.study_name, storage=storage, direction=settings.direction,
                                     load_if_exists=True)
         check_direction(settings, storage)
+        if not settings.accept_fixed_changes:
+            check_fixed_settings(study, fixed)
         launch = int(study.user_attrs.get(LAUNCHES_ATTR, 0))
         study.set_user_attr(LAUNCHES_ATTR, launch + 1)
         resolve_stale_trials(study, storage, settings.grace_period_s, settings.stale_retries, clock)

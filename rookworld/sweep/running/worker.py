@@ -8,6 +8,7 @@ launch (PR_SET_PDEATHSIG and a parent-pid check) and writes its timeline to `.sw
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import importlib
 import importlib.util
@@ -115,6 +116,24 @@ def die_with_parent(parent_pid: int) -> None:
         os._exit(1)
 
     threading.Thread(target=watch, name="rookworld-parent-watch", daemon=True).start()
+
+
+class LabelledLines:
+    """A text stream that starts every line it passes on to `stream` with `label`."""
+
+    def __init__(self, stream: Any, label: str) -> None:
+        self.stream, self.label, self.at_line_start = stream, label, True
+
+    def write(self, text: str) -> int:
+        pieces = []
+        for piece in text.splitlines(keepends=True):
+            pieces.append(self.label + piece if self.at_line_start else piece)
+            self.at_line_start = piece.endswith("\n")
+        self.stream.write("".join(pieces))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding: the stream's own
+        return getattr(self.stream, name)
 
 
 class Worker:
@@ -259,9 +278,12 @@ class Worker:
         with open_dict(config):
             config.hydra.job.id = str(number)
             config.hydra.job.num = number
+        label = f"[trial {number}] "  # the workers' lines interleave on one terminal
         try:
-            return run_job(hydra_context=spec.hydra_context, task_function=self.task_function, config=config,
-                           job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
+            with contextlib.redirect_stdout(LabelledLines(sys.stdout, label)), \
+                    contextlib.redirect_stderr(LabelledLines(sys.stderr, label)):
+                return run_job(hydra_context=spec.hydra_context, task_function=self.task_function, config=config,
+                               job_dir_key="hydra.sweep.dir", job_subdir_key="hydra.sweep.subdir")
         finally:
             configure_log(spec.config.hydra.hydra_logging, spec.config.hydra.verbose,
                           execution_whitelist=spec.hydra_context.execution_whitelist)
