@@ -190,3 +190,20 @@ def test_a_plain_run_warns_of_every_knob_set_that_cannot_act_naming_where_it_was
         "grpo.num_minibatches=1 (one update per batch: the ratio is 1 and the clip never binds)"]
     overrides += ["grpo.num_iterations=2", "kl.estimator=k3"]
     assert inert_warnings(compose(overrides), sources(*overrides)) == []
+
+
+def test_the_training_command_prints_the_warning_before_it_checks_the_run(tmp_path: Path) -> None:
+    """`python -m rookworld.train` as a user types it: the knob the experiment sets is named with its source; the
+    run then stops on its bad value as ever (one line, exit 2)."""
+    import subprocess
+    import sys
+
+    from sweep_helpers import subprocess_env
+
+    result = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=grpo_rookworld_tiny",
+                             "kl.estimator=k1", "tracking=none", "steps=abc"], cwd=tmp_path, env=subprocess_env(),
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"rookworld: warning: kl.coef=0.01 (experiment=grpo_rookworld_tiny): {K1_REASON}",
+        "rookworld: error: steps='abc': expected an integer"]
