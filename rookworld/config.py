@@ -77,7 +77,8 @@ def value_sources(loader, overrides: Sequence[str], config_name: str = "config")
             else:
                 sources[key] = f"{group.replace('/', '.')}={option}"
     for override in defaults.config_overrides:
-        sources[override.key_or_group] = "the command line"
+        if not override.is_delete():  # ~key removes a key: nothing is set
+            sources[override.key_or_group] = "the command line"
     return sources
 
 
