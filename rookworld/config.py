@@ -56,6 +56,40 @@ def compose(overrides: list[str], config_name: str = "config") -> DictConfig:
         return hydra_compose(config_name, overrides=overrides, return_hydra_config=True)
 
 
+def value_sources(loader, overrides: Sequence[str], config_name: str = "config") -> dict[str, str]:
+    """Each run key that a source other than its own group's options sets, and that source (`experiment=NAME`,
+    `sweeps=NAME`, `group_shape=NAME`, the command line): the last to set it, in Hydra's merge order. `loader`:
+    Hydra's config loader (GlobalHydra's, or a sweep's HydraContext's)."""
+    from hydra.types import RunMode
+
+    defaults = loader.compute_defaults_list(config_name, list(overrides), RunMode.RUN)
+    sources: dict[str, str] = {}
+    for element in defaults.defaults:
+        if element.config_path is None or element.package.startswith("hydra"):
+            continue
+        group, _, option = element.config_path.rpartition("/")
+        loaded = loader.repository.load_config(element.config_path)
+        tree = OmegaConf.to_container(loaded.config, resolve=False) if loaded is not None else {}
+        tree.pop("defaults", None)
+        for key in _leaf_keys(tree, element.package):
+            if key.startswith("hydra.") or element.primary or key.partition(".")[0] == group.partition("/")[0]:
+                sources.pop(key, None)  # the primary config's own keys, or the key's own group's option: a default
+            else:
+                sources[key] = f"{group.replace('/', '.')}={option}"
+    for override in defaults.config_overrides:
+        if not override.is_delete():  # ~key removes a key: nothing is set
+            sources[override.key_or_group] = "the command line"
+    return sources
+
+
+def _leaf_keys(tree: dict, prefix: str) -> list[str]:
+    keys = []
+    for name, value in tree.items():
+        key = f"{prefix}.{name}" if prefix else str(name)
+        keys += _leaf_keys(value, key) if isinstance(value, dict) and value else [key]
+    return keys
+
+
 def load_run(cfg: DictConfig) -> RunSpec:
     """The RunSpec of a composed conf/config.yaml (ConfigError on the first bad value)."""
     return spec_of(RunSpec, _plain(cfg))

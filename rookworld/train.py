@@ -10,15 +10,16 @@ import sys
 from typing import TYPE_CHECKING
 
 import hydra
+from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rookworld.config import PROJECT_TARGETS, load_run, resumed_config
+from rookworld.config import PROJECT_TARGETS, load_run, resumed_config, value_sources
 from rookworld.composition import run_hydra_main
 from rookworld.errors import as_command, in_multirun, to_run_log
 from rookworld.hooks import build_step_hooks, run_link
 from rookworld.resume_check import check_checkpoint_folder
-from rookworld.specs.inert import inert_override_warnings
+from rookworld.specs.inert import inert_warnings
 from rookworld.specs.rules import ConfigError
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 
@@ -61,9 +62,10 @@ def run_change(trainer: Trainer, result: RunResult) -> Change | None:
     return judge_change(trainer.first_eval, trainer.last_eval, [p.task for p in trainer.heldout], result.steps)
 
 
-def warn_inert_overrides(cfg: DictConfig, overrides: list[str]) -> None:
-    """A knob set on the command line that the run's other settings switch off: one warning line each."""
-    for line in inert_override_warnings(cfg, overrides):
+def warn_inert_knobs(cfg: DictConfig, overrides: list[str]) -> None:
+    """A knob set by the command line, an experiment, a sweep preset or group_shape that the run's other settings
+    switch off: one warning line each, naming where it was set."""
+    for line in inert_warnings(cfg, value_sources(GlobalHydra.instance().config_loader(), overrides)):
         print(line, file=sys.stderr)
         to_run_log(line, logging.WARNING)
 
@@ -82,7 +84,7 @@ def main(cfg: DictConfig) -> RunResult:
             job = HydraConfig.get()
             refuse_a_sweep_without_multirun(job.runtime.choices.get("sweeps"))
             cfg = resumed_config(cfg, job.overrides.task, job.runtime.choices)
-            warn_inert_overrides(cfg, job.overrides.task)
+            warn_inert_knobs(cfg, job.overrides.task)
         return run(cfg)
 
 

@@ -230,7 +230,7 @@ def test_the_final_pool_is_read_by_a_confirmation_alone(tmp_path: Path) -> None:
 
 def test_every_choice_of_the_chess_verdict_space_is_a_run_the_specs_accept() -> None:
     """Each option of each choice in sweeps=chess_verdict's space (the rewards and move_value's weights, the task
-    mixes, G x problems at 256 completions, the schedule, difficulty filtering) composes to a run config the
+    mixes, G x problems at 256 completions, the schedule) composes to a run config the
     specs accept: no trial fails on its config once the GPU run is under way."""
     from optuna.distributions import CategoricalDistribution
 
@@ -239,7 +239,7 @@ def test_every_choice_of_the_chess_verdict_space_is_a_run_the_specs_accept() -> 
 
     space = SearchSpace.parse(dict(compose(["sweeps=chess_verdict"]).hydra.sweeper.params), [])
     choices = {key: d.choices for key, d in space.distributions.items() if isinstance(d, CategoricalDistribution)}
-    assert set(choices) == {"reward", "task_mix", "group_shape", "optimizer.min_lr_ratio", "difficulty"}
+    assert set(choices) == {"reward", "task_mix", "group_shape", "optimizer.min_lr_ratio"}
     for key, options in choices.items():
         for option in options:
             run = load_run(compose(["sweeps=chess_verdict", "device=cpu", f"{key}={option}"]))

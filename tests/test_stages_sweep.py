@@ -100,7 +100,7 @@ def test_the_resumed_sweep_runs_every_stage_and_prints_the_report_and_verdict(st
                             r"signed-rank test, Holm alpha 0\.05, p [=<] \d\.\d{3}, 2 fresh seeds\); detectable with power "
                             r"0\.8: ([+-]\d\.\d{3}|none \(too few seeds for the level\))", verdict), verdict
     sections = [report.index(h) for h in ("the keys that differ", "Infrastructure failures: ", "### Search", "### Race",
-                                          "### Confirmation", "GPU-seconds")]
+                                          "### Confirmation", "GPU-seconds", "Slots: ")]
     assert sections == sorted(sections)
     assert "Fidelity: Spearman's rho" in report and "minus the baseline, paired: " in report
     fidelity = [line for line in report.splitlines() if line.startswith("Fidelity")]
@@ -143,6 +143,30 @@ def test_summarise_with_a_sweep_that_is_not_staged_is_one_line(staged: Outcome, 
                  "--no-mlflow", "--sweep", sweep])
     err = capsys.readouterr().err.splitlines()
     assert code == 2 and len(err) == 1 and err[0].startswith(line)
+
+
+def test_two_workers_on_one_device_report_their_slot_occupancy_from_the_study(tmp_path: Path) -> None:
+    """Two workers (trial.trials_per_gpu=2) on the CPU, one unpinned device: the report's slot line says two trials
+    ran at once at most, their mean over the busy time, and the busy seconds, which the trials' own start and end
+    times (and the device each names) give again."""
+    from rookworld.stats.throughput import slot_occupancy
+
+    command = staged_command("tracking=none", "hydra.sweeper.n_jobs=2", "trial.trials_per_gpu=2",
+                             "hydra.sweeper.n_trials=2", "hydra.sweeper.stages.race.top=1",
+                             "hydra.sweeper.stages.race.max_seeds=2")
+    done = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    slots = [line for line in done.stdout.splitlines() if line.startswith("Slots: ")]
+    trials = [t for t in load_study(f"journal:{tmp_path}/{URL.partition(':')[2]}").get_trials(deepcopy=False)
+              if t.state.is_finished()]
+    gpus = {t.user_attrs["rookworld:gpu"] for t in trials}
+    assert len(gpus) == 1 and next(iter(gpus)).endswith(" GPU none")  # not pinned: the CPU's one device
+    occupancy = slot_occupancy({next(iter(gpus)): [(t.datetime_start.timestamp(), t.datetime_complete.timestamp())
+                                                   for t in trials]})
+    assert occupancy is not None and occupancy.max == 2 and 1 < occupancy.mean <= 2
+    assert slots == [f"Slots: trials at once on a GPU while it ran any, mean {occupancy.mean:.2f}, max 2 "
+                     f"(trial.trials_per_gpu = 2), over 1 GPU; busy GPU-seconds {occupancy.busy_s:.0f} "
+                     f"({occupancy.busy_s / 3600:.2f} GPU-hours), {len(trials)} trials."], slots
 
 
 def test_seeds_are_paired_and_the_confirmation_seeds_are_fresh_and_on_test(staged: Outcome) -> None:

@@ -164,6 +164,8 @@ def read_only_dir(tmp_path: Path) -> str:
     ("optimizer.lr=interval(1e-3,1e-5)", "optimizer.lr=interval(1e-3,1e-5): `low <= high` must hold"),
     ("optimzer.lr=1e-4", "optimzer.lr=1e-4: no key 'optimzer.lr' in the config (did you mean optimizer.lr?)"),
     ("sweeps=nosuch", "sweeps=nosuch: no option 'nosuch' in sweeps/; options: "),
+    ("grpo.epsilon_low=0.1", "sweeps=smoke: grpo.epsilon_low=0.1 (the command line): cannot act with "
+                             "grpo.num_iterations=1 and grpo.num_minibatches=1"),
 ])
 def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override: str, message: str) -> None:
     target = read_only_dir(tmp_path)

@@ -432,6 +432,19 @@ def test_the_timeline_counts_a_replaced_worker_in_its_slot(tmp_path: Path) -> No
     assert timeline.idle == 0.1  # 18 busy seconds of 2 slots x 10 s
 
 
+def test_the_slot_occupancy_counts_the_trials_at_once_on_each_gpu_over_its_busy_time() -> None:
+    """GPU a: trials over [0, 10] and [0, 4], then back to back [10, 12], [12, 14] (never two at once there), then
+    a gap (a later job) and [100, 106]: 20 busy seconds, 24 trial-seconds. GPU b: one trial over [0, 8]."""
+    from rookworld.stats.throughput import slot_occupancy
+
+    occupancy = slot_occupancy({"a": [(0.0, 10.0), (0.0, 4.0), (10.0, 12.0), (12.0, 14.0), (100.0, 106.0)],
+                                "b": [(0.0, 8.0)]})
+    assert occupancy is not None
+    assert (occupancy.gpus, occupancy.busy_s, occupancy.max) == (2, 28.0, 2)
+    assert occupancy.mean == round((10 + 4 + 2 + 2 + 6 + 8) / 28, 2)  # the gap between jobs lowers nothing
+    assert slot_occupancy({}) is None
+
+
 def test_the_summary_says_when_the_best_is_worse_than_the_untrained_model_or_the_baseline(tmp_path: Path) -> None:
     """Child runs in a real sqlite MLflow store: the untrained model's score is each run's eval/score at step 0
     (objective - change/eval_score); the smoke sweep's best once fell below it and nothing said so."""

@@ -26,9 +26,9 @@ from optuna.distributions import CategoricalDistribution
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import load_sweeper
+from rookworld.config import load_sweeper, value_sources
 from rookworld.interrupts import Interrupted, interrupts_unmasked
-from rookworld.specs.inert import check_swept_knobs_act
+from rookworld.specs.inert import check_space_knobs_act
 from rookworld.specs.rules import ConfigError, require
 from rookworld.specs.sweep import Sweeper
 from rookworld.sweep.storage.clock import StorageClock
@@ -413,8 +413,8 @@ def compose_trial(config: DictConfig, context: HydraContext, space: SearchSpace,
 def check_swept_dimensions(config: DictConfig, context: HydraContext, space: SearchSpace,
                            probes: list[DictConfig]) -> None:
     """No silent dimension: every swept key's value reaches the trial config, the choices of a swept config
-    group compose different trial configs (keys a preset lays over a group win over its choice), and no swept
-    knob is one that the trial's other settings switch off (rookworld/specs/inert.py)."""
+    group compose different trial configs (keys a preset lays over a group win over its choice), and no knob
+    the sweep searches or fixes is one that the trial's other settings switch off (rookworld/specs/inert.py)."""
     preset = f"sweeps={OmegaConf.select(config, 'hydra.runtime.choices.sweeps', default=None)}"
     for probe, params in zip(probes, space.probes()):
         groups = probe.hydra.runtime.choices
@@ -435,7 +435,8 @@ def check_swept_dimensions(config: DictConfig, context: HydraContext, space: Sea
                                   f"choices {same[0]} and {choice} compose the same trial config (keys laid over the "
                                   f"group win over its choice: set its default with `override /{key}: ...` in the defaults)")
             composed[str(choice)] = plain
-    check_swept_knobs_act(space.distributions, probes, preset)
+    sources = value_sources(context.config_loader, space.fixed, str(config.hydra.job.config_name))
+    check_space_knobs_act(space.takes(), probes[0], sources, preset)
 
 
 def _plain(trial: DictConfig) -> dict[str, Any]:

@@ -8,6 +8,7 @@ Plain overrides (`sweeps=smoke`, `steps=2`) are fixed: every trial gets them.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,8 @@ from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_override
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from rookworld.config import ConfigError
+from rookworld.specs.inert import same
+from rookworld.specs.rules import is_number
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,11 @@ class SearchSpace:
                            if isinstance(d, CategoricalDistribution)])
         return [{name: _probe_value(d, i) for name, d in self.distributions.items()} for i in range(count)]
 
+    def takes(self) -> dict[str, Callable[[Any], bool]]:
+        """Each searched key and whether its trials can draw a value: one of its choices, an integer or stepped value
+        in its range (a continuous range draws no one value but by chance)."""
+        return {name: functools.partial(_holds, d) for name, d in self.distributions.items()}
+
     def log_scale(self) -> tuple[str, ...]:
         return tuple(k for k, d in self.distributions.items() if getattr(d, "log", False))
 
@@ -100,6 +108,16 @@ def _probe_value(distribution: BaseDistribution, index: int) -> Any:
         return distribution.choices[index % len(distribution.choices)]
     assert isinstance(distribution, (FloatDistribution, IntDistribution))
     return distribution.low if index % 2 == 0 else distribution.high
+
+
+def _holds(distribution: BaseDistribution, value: Any) -> bool:
+    if isinstance(distribution, CategoricalDistribution):
+        return any(same(choice, value) for choice in distribution.choices)
+    assert isinstance(distribution, (FloatDistribution, IntDistribution))
+    if not is_number(value) or not distribution.low <= value <= distribution.high:
+        return False
+    step = 1 if isinstance(distribution, IntDistribution) else distribution.step
+    return step is not None and ((value - distribution.low) / step).is_integer()
 
 
 def _override_value(value: Any) -> str:

@@ -33,13 +33,14 @@ from optuna.trial import TrialState
 
 from rookworld.specs.sweep import Sweeper
 from rookworld.sweep.storage.clock import StorageClock
+from rookworld.sweep.storage.host import host_id
 from rookworld.sweep.storage.lock import storage_lock
 from rookworld.sweep.staged.rungs import ItemResult, ItemRun
 from rookworld.sweep.running.space import SearchSpace, make_sampler
 from rookworld.sweep.staged.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, SECONDS_ATTR, VERDICT_ATTR, Item, StageView,
                                     due, halving_report, is_search)
-from rookworld.sweep.storage.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat, is_stale_failure, open_storage,
-                                   resolve_stale_trials, trial_id)
+from rookworld.sweep.storage.study import (FAIL_REASON_ATTR, GPU_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat,
+                                           is_stale_failure, open_storage, resolve_stale_trials, trial_id)
 from rookworld.outcomes import OBJECTIVE_SE_METRIC
 from rookworld.tracking import absolute_path, one_line
 
@@ -136,6 +137,11 @@ class LabelledLines:
         return getattr(self.stream, name)
 
 
+def worker_gpu() -> str:
+    """This worker's GPU as the study names it: its host and CUDA_VISIBLE_DEVICES (none: not pinned, as on the CPU)."""
+    return f"{host_id()} GPU {os.environ.get('CUDA_VISIBLE_DEVICES', 'none')}"
+
+
 class Worker:
     def __init__(self, spec: WorkerSpec, index: int, url: str) -> None:
         self.spec, self.index, self.url = spec, index, url
@@ -168,6 +174,7 @@ class Worker:
                     time.sleep(WAIT_INTERVAL_S)
                     continue
                 self.event("start", trial=trial.number)
+                trial.set_user_attr(GPU_ATTR, worker_gpu())
                 if self.spec.settings.stages is not None:
                     state = self.run_staged(trial)
                 else:

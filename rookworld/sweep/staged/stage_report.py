@@ -21,7 +21,8 @@ from rookworld.stats.racing import RaceState
 from rookworld.stats.verdict import Verdict
 from rookworld.sweep.staged.stages import (BASELINE, CONFIG_ATTR, CONFIRM, SECONDS_ATTR, SEEDS_ATTR, STAGE_ATTR, VERDICT_ATTR,
                                     StageView, segment_scores)
-from rookworld.sweep.storage.study import FAIL_REASON_ATTR
+from rookworld.stats.throughput import slot_occupancy
+from rookworld.sweep.storage.study import FAIL_REASON_ATTR, GPU_ATTR, is_stale_failure
 
 
 def name(config: str) -> str:
@@ -135,7 +136,26 @@ def seconds_section(view: StageView, per_gpu: int) -> list[str]:
     total = sum(sum(v) for v in by_stage.values())
     parts = [f"{stage} {len(v)} trials, {statistics.fmean(v):.1f} s each" for stage, v in by_stage.items() if v]
     return [f"GPU-seconds (wall seconds / trial.trials_per_gpu = {per_gpu}): " + "; ".join(parts)
-            + f"; total {total:.0f} s ({total / 3600:.2f} GPU-hours) to the verdict."]
+            + f"; total {total:.0f} s ({total / 3600:.2f} GPU-hours) to the verdict.", "", slots_line(view, per_gpu)]
+
+
+def slots_line(view: StageView, per_gpu: int) -> str:
+    """The slot occupancy: trials at once on each GPU over the time it ran any (from the trials' start and end
+    times and the GPU their worker named), and those busy GPU-seconds. A run cut by the end of its machine has no
+    end: it is left out."""
+    spans: dict[str, list[tuple[float, float]]] = {}
+    for trial in view.trials:
+        if trial.state.is_finished() and not is_stale_failure(trial) and GPU_ATTR in trial.user_attrs \
+                and trial.datetime_start is not None and trial.datetime_complete is not None:
+            spans.setdefault(trial.user_attrs[GPU_ATTR], []).append(
+                (trial.datetime_start.timestamp(), trial.datetime_complete.timestamp()))
+    occupancy = slot_occupancy(spans)
+    if occupancy is None:
+        return "Slots: no finished trial names its GPU."
+    return (f"Slots: trials at once on a GPU while it ran any, mean {occupancy.mean:.2f}, max {occupancy.max} "
+            f"(trial.trials_per_gpu = {per_gpu}), over {occupancy.gpus} GPU{'s' * (occupancy.gpus != 1)}; busy "
+            f"GPU-seconds {occupancy.busy_s:.0f} ({occupancy.busy_s / 3600:.2f} GPU-hours), "
+            f"{sum(len(v) for v in spans.values())} trials.")
 
 
 def stage_report(view: StageView, verdict: str | None, per_gpu: int,

@@ -42,6 +42,7 @@ FAIL_REASON_ATTR = "fail_reason"
 OUTCOME_ATTR = "rookworld:outcome"  # trial user attr: the run's outcome (success, kl_failure, ...)
 STEP_ATTR = "rookworld:step"  # trial user attr: the training step of its last report to the pruner
 OBJECTIVE_SE_ATTR = "rookworld:objective_se"  # trial user attr: the final evaluation's standard error (eval/score_se)
+GPU_ATTR = "rookworld:gpu"  # trial user attr: the GPU its worker ran it on (host id and CUDA_VISIBLE_DEVICES)
 CARRIED_PREFIX = "rookworld:work."  # user attrs a re-queued trial keeps: what a staged sweep's trial runs
 STORAGE_ERRORS = (ImportError, ValueError, SQLAlchemyError, OSError)  # open_storage: a bad URL, no driver, no server
 _SQLITE_LOCK_TIMEOUT_S = 60  # parallel jobs wait for SQLite's write lock instead of failing after 5 s
