@@ -27,6 +27,13 @@ PATH_REFUSED = ("is the final pool (its rows are final.jsonl.xz's or final_arbit
                 "sweep's confirmation alone reads it, as data.policy_final / arbiter_final")
 
 
+def empty_model(tmp: Path) -> Path:
+    """A folder that holds no model: a command that loaded its model before refusing would fail on it instead."""
+    folder = tmp / "no_model"
+    folder.mkdir(exist_ok=True)
+    return folder
+
+
 @pytest.fixture(scope="module")
 def copies(tmp_path_factory) -> dict[str, Path]:
     """The final pool's files as a user might copy them: renamed, recompressed, shuffled, cut to a few rows."""
@@ -49,17 +56,17 @@ def copies(tmp_path_factory) -> dict[str, Path]:
 def train_door(tmp: Path, *overrides: str) -> None:
     from rookworld.train import run
 
-    run(compose(["model=rookworld_tiny", f"model.path={tmp}/no_model", "device=cpu", "tracking=none", *overrides]))
+    run(compose(["model=rookworld_tiny", f"model.path={empty_model(tmp)}", "device=cpu", "tracking=none", *overrides]))
 
 
 def sft_door(tmp: Path, *overrides: str) -> None:
     from rookworld.supervised_training import run
 
-    run(compose([f"model.path={tmp}/no_model", "device=cpu", "tracking=none", *overrides], "sft"))
+    run(compose([f"model.path={empty_model(tmp)}", "device=cpu", "tracking=none", *overrides], "sft"))
 
 
 def round_config(tmp: Path, *overrides: str):
-    return compose(["round.seed=99", f"model.path={tmp}/no_model", "device=cpu", f"round.out={tmp}/round",
+    return compose(["round.seed=99", f"model.path={empty_model(tmp)}", "device=cpu", f"round.out={tmp}/round",
                     f"sft.save_dir={tmp}/round/candidate", *overrides], "round")
 
 
@@ -72,19 +79,19 @@ def round_door(tmp: Path, *overrides: str) -> None:
 def play_door(tmp: Path, *overrides: str) -> None:
     from rookworld.play import run
 
-    run(compose([f"model.path={tmp}/no_model", "device=cpu", "tracking=none", *overrides], "play"), progress=False)
+    run(compose([f"model.path={empty_model(tmp)}", "device=cpu", "tracking=none", *overrides], "play"), progress=False)
 
 
 def eval_time_door(tmp: Path, *overrides: str) -> None:
     from rookworld.bench.eval_time import main
 
-    main(["--repeats", "1", "model=rookworld_tiny", f"model.path={tmp}/no_model", "device=cpu", *overrides])
+    main(["--repeats", "1", "model=rookworld_tiny", f"model.path={empty_model(tmp)}", "device=cpu", *overrides])
 
 
 def pass_rates_door(tmp: Path, *overrides: str) -> None:
     from rookworld.commands.pass_rates import main
 
-    main(["--out", str(tmp / "rates.jsonl"), "model=rookworld_tiny", f"model.path={tmp}/no_model", "device=cpu",
+    main(["--out", str(tmp / "rates.jsonl"), "model=rookworld_tiny", f"model.path={empty_model(tmp)}", "device=cpu",
           *overrides])
 
 
@@ -210,6 +217,6 @@ def test_sft_on_the_command_line_refuses_the_final_split_in_one_line(tmp_path):
     """The door the audit found open, as a new user types it: one line on stderr, exit 2, nothing printed before
     (the model, which does not exist, never loads)."""
     proc = subprocess.run([sys.executable, "-m", "rookworld.sft", "eval.split=final", "device=cpu", "tracking=none",
-                           f"model.path={tmp_path}/no_model", f"hydra.run.dir={tmp_path}/run"],
+                           f"model.path={empty_model(tmp_path)}", f"hydra.run.dir={tmp_path}/run"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"rookworld: error: {SPLIT_REFUSED}\n")
