@@ -18,7 +18,7 @@ from pathlib import Path
 
 import torch
 
-from rookworld.divergence import Guards
+from rookworld.divergence import Detectors
 from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.finite_weights import LastFiniteWeights
@@ -35,19 +35,10 @@ from rookworld.outcomes import NAN_FAILURE, OBJECTIVE_METRIC, PRUNED, SUCCESS, R
 from rookworld.resume_check import TRAINER_STATE_FILE, check_checkpoint_folder, check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
-from rookworld.specs.kl import KL, KLAdaptive, KLFixed
 from rookworld.specs.rules import ConfigError
 from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
 from rookworld.tracking.tracker import STEPS_METRIC
-
-
-def kl_controller(kl: KL) -> KLController:
-    """The coefficient controller of a conf/kl/ spec (kl=none: beta stays 0)."""
-    if not isinstance(kl, KLFixed):
-        return KLController("none", 0.0, 0, 1.0)
-    target, horizon = (kl.target, kl.horizon) if isinstance(kl, KLAdaptive) else (None, None)
-    return KLController(kl.kind, kl.coef, kl.warmup_steps, kl.warmup_factor, target, horizon)
 
 
 @dataclass
@@ -60,6 +51,9 @@ class Trainer:
     sampler: object                   # ProblemSampler: sample(n) -> list[Problem], state_dict()
     heldout: list[Problem]
     tracker: object
+    kl: KLController                  # the KL coefficient (the trainer moves it after each step)
+    guards: Detectors                 # the divergence detectors, checked after each step
+    learner: Learner                  # the update engine
     hooks: list[StepHook] = field(default_factory=list)
     decoder: object = None            # None: make_decoder(policy) (StaticDecoder on CUDA, else PlainDecoder)
     sync_phases: bool = False         # True: exact per-phase times (a device sync per phase; the benchmark)
@@ -68,9 +62,6 @@ class Trainer:
     def __post_init__(self):
         cfg = self.cfg
         self.device = next(self.policy.parameters()).device
-        self.kl = kl_controller(cfg.kl)
-        kl_guard = (cfg.kl.max, cfg.kl.max_steps_above) if isinstance(cfg.kl, KLFixed) else (None, 1)
-        self.guards = Guards(cfg.guards.as_mapping(), *kl_guard)
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         rn = cfg.grpo.reward_norm
         self.reward_norm = EMARewardNormalizer(rn.momentum) if rn.enabled else None
@@ -82,7 +73,6 @@ class Trainer:
         self._prefetched: tuple[dict, list[Problem]] | None = None
         # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
         self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
-        self.learner = Learner(cfg, self.policy, self.reference, self.tokenizer, self.kl)
         self.resume_changes: dict | None = None  # what a resume changed against its checkpoint (resume())
         if cfg.resume_from:
             self.resume(cfg.resume_from)
@@ -186,7 +176,7 @@ class Trainer:
         with timer("update"):
             sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
             self.finite_weights.save_if(sampling_finite)
-            queued = self.learner.update(step, batch)
+            queued = self.learner.update(step, batch, beta)
             queued["nonfinite/sampling"] = (~sampling_finite).float()
             queued["nonfinite/weights"] = (~self.finite_weights.check()).float()
             self._prefetch_rows()  # host work while the GPU runs the update
@@ -274,9 +264,10 @@ class Trainer:
     def _kl_in_reward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor] | None:
         """With kl.placement=reward: each completion's summed KL penalty term and the controller's
         reading (grpo/kl.py kl_in_reward); None otherwise."""
-        if not (self.kl.enabled and self.cfg.kl.placement == "reward"):
+        estimator = self.cfg.kl.reward_estimator
+        if estimator is None:
             return None
-        return kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, self.cfg.kl.estimator)
+        return kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, estimator)
 
     def _advantages(self, trained: ScoredRows, penalty: torch.Tensor | None) -> Advantages:
         """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL `penalty`
