@@ -19,6 +19,8 @@
   Their `python -m` commands live apart, in rookworld/commands/.
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
+- No module imports a private part (a leading underscore) of another package, and every class name is
+  defined in one module only.
 - A name with a leading underscore is used only in the module that defines it (library, tests and
   tools alike): no `x._name` or `from m import _name` of another module's private name. Dunders are
   not private; `self._x` in a class of the module is its own (unless the class extends a class of
@@ -219,6 +221,27 @@ def stats_violations(modules: dict[str, Path]) -> list[str]:
             if found.split(".")[0] not in sys.stdlib_module_names and not within(found, STATS_MAY_IMPORT)]
 
 
+def outside_private_imports(modules: dict[str, Path]) -> list[str]:
+    """Imports of another package's private module or name (`from pkg._impl import f`, `from pkg import _f`),
+    anywhere in a module, bar `if TYPE_CHECKING:`: such a part may change or vanish in any release."""
+    problems = []
+    for name, path in sorted(modules.items()):
+        for found in sorted(imported_names(path, name.rpartition(".")[0])):
+            if not within(found, ("rookworld",)) and any(is_private(part) for part in found.split(".")):
+                problems.append(f"{name} imports {found}: a private part of another package")
+    return problems
+
+
+def repeated_class_names(modules: dict[str, Path]) -> list[str]:
+    """Class names defined in more than one module: each concept has one name, each name one concept."""
+    where: dict[str, list[str]] = {}
+    for name, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(name)
+    return [f"class {cls} is defined in {', '.join(names)}" for cls, names in sorted(where.items()) if len(names) > 1]
+
+
 # ---------------------------------------------------------------- references outside the repository
 
 def scanned_files() -> list[Path]:
@@ -415,6 +438,44 @@ def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
         "rookworld.stats.verdict imports optuna.trial",
         "rookworld.stats.verdict imports optuna.trial.TrialState",
     ]
+
+
+def test_no_module_imports_a_private_part_of_another_package():
+    problems = outside_private_imports(package_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_private_import_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {
+        "__init__.py": "", "space.py": "from hydra_plugins.hydra_optuna_sweeper._impl import create\n",
+        "kl.py": "from rookworld.grpo import _clamp\nfrom __future__ import annotations\n",  # our own: the name rule's
+        "loss.py": "def f():\n    from torch import _C\n",
+        "ok.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from torch._prims import x\n",
+    }
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    assert [p.split(":")[0] for p in outside_private_imports(package_modules(root))] == [
+        "rookworld.loss imports torch._C", "rookworld.space imports hydra_plugins.hydra_optuna_sweeper._impl",
+        "rookworld.space imports hydra_plugins.hydra_optuna_sweeper._impl.create"]
+
+
+def test_every_class_name_is_defined_once():
+    problems = repeated_class_names(package_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_class_name_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {"__init__.py": "", "specs/__init__.py": "", "specs/guards.py": "class Guards:\n    pass\n",
+               "divergence.py": "class Guards:\n    class Inner:\n        pass\n", "trainer.py": "class Inner:\n    pass\n"}
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    assert repeated_class_names(package_modules(root)) == [
+        "class Guards is defined in rookworld.divergence, rookworld.specs.guards",
+        "class Inner is defined in rookworld.divergence, rookworld.trainer"]
 
 
 def test_nothing_outside_the_sweep_imports_it():
