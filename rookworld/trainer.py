@@ -31,7 +31,8 @@ from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.outcomes import NAN_FAILURE, OBJECTIVE_METRIC, PRUNED, SUCCESS, RunResult, standard_error_metric
+from rookworld.outcomes import (NAN_FAILURE, OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OBJECTIVE_START_METRIC, PRUNED, SUCCESS,
+                                RunResult, standard_error_metric)
 from rookworld.resume_check import TRAINER_STATE_FILE, check_checkpoint_folder, check_resume, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
@@ -127,7 +128,8 @@ class Trainer:
                     self.tracker.log_artifacts(str(directory), "checkpoint")
         elif outcome == PRUNED and self.last_eval is not None:
             objective = self._objective_of(self.last_eval)
-        self.tracker.log_metrics({OBJECTIVE_METRIC: objective, STEPS_METRIC: float(self.step)}, step=self.step)
+        self.tracker.log_metrics({OBJECTIVE_METRIC: objective, STEPS_METRIC: float(self.step),
+                                  **({} if objective_se is None else {OBJECTIVE_SE_METRIC: objective_se})}, step=self.step)
         self.tracker.set_outcome(outcome, reason)
         for hook in self.hooks:
             hook.record_outcome(outcome, reason)
@@ -327,8 +329,8 @@ class Trainer:
                                   e.batch_size, e.num_samples_logged, score=e.score, generator=self.generator)
             if cache is not None:
                 cache.store(result)
-        self._objective_of(result)  # a bad objective.metric fails at the first evaluation, not after training
-        self.tracker.log_metrics(result.metrics, step=step)
+        objective = self._objective_of(result)  # a bad objective.metric fails at the first evaluation, not after training
+        self.tracker.log_metrics({**result.metrics, **({OBJECTIVE_START_METRIC: objective} if step == 0 else {})}, step=step)
         self.tracker.log_samples(result.samples, step=step)
         if self.last_eval is None:  # the first evaluation of this process says what its metrics leave out
             for note in result.notes:

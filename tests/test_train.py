@@ -220,7 +220,7 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     assert result.outcome == "success" and result.steps == 2
     assert math.isfinite(result.objective)
     metric = next((o.partition("=")[2] for o in overrides if o.startswith("objective.metric=")), "eval/score")
-    assert result.objective == result.final_eval[metric]  # objective.metric picks it; eval/A/score has no _se
+    assert result.objective == result.final_eval[metric]  # objective.metric picks it, and its standard error
     assert result.objective_se == result.final_eval.get(f"{metric}_se")
 
 
