@@ -15,13 +15,14 @@ from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.grpo.learner import Learner, UpdateSettings
 from rookworld.model.hub import load_model
+from rookworld.resume_check import resume_point
 from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
 from rookworld.specs.kl import KL
 from rookworld.specs.model import Model
 from rookworld.specs.rules import ConfigError, require, resolve_device
 from rookworld.specs.run import RunSpec
-from rookworld.trainer import Trainer
+from rookworld.trainer import LoopSettings, Trainer
 
 
 def build_run(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
@@ -44,12 +45,24 @@ def build_run(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
 
 
 def assemble(spec: RunSpec, policy: torch.nn.Module, tokenizer, **trainer_fields) -> Trainer:
-    """The Trainer of `spec` around a loaded `policy`: the parts each group's spec builds; `trainer_fields`:
-    the sampler, held-out problems, tracker and the rest of the Trainer's own fields."""
+    """The Trainer of `spec` around a loaded `policy`: the parts each group's spec builds, and the checked
+    checkpoint it resumes from; `trainer_fields`: the sampler, held-out problems, tracker and the rest of the
+    Trainer's own fields."""
     reference = make_reference(policy, spec.kl, next(policy.parameters()).device)
-    return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=reference, reward_fn=spec.reward.build(),
-                   kl=spec.kl.build(), guards=spec.guards.build(spec.kl),
-                   learner=build_learner(spec, policy, reference, tokenizer), **trainer_fields)
+    learner = build_learner(spec, policy, reference, tokenizer)
+    return Trainer(settings=loop_settings(spec), policy=policy, tokenizer=tokenizer, reference=reference,
+                   reward_fn=spec.reward.build(), kl=spec.kl.build(), guards=spec.guards.build(spec.kl),
+                   learner=learner, resume=resume_point(spec), **trainer_fields)
+
+
+def loop_settings(spec: RunSpec) -> LoopSettings:
+    """What the Trainer's loop reads of `spec`."""
+    return LoopSettings(seed=spec.seed, steps=spec.steps, end_step=spec.end_step, time_limit_min=spec.time_limit_min,
+                        prompts_per_step=spec.prompts_per_step, log_every=spec.log_every, grpo=spec.grpo,
+                        sampling=spec.sampling, eval=spec.eval, objective=spec.objective, checkpoint=spec.checkpoint,
+                        log_checkpoint=spec.tracking.log_checkpoint,
+                        keep_finite_weights=spec.guards.keep_finite_weights,
+                        kl_reward_estimator=spec.kl.reward_estimator, dtype=spec.model.dtype, resolved=spec.resolved)
 
 
 def build_learner(spec: RunSpec, policy: torch.nn.Module, reference: torch.nn.Module | None, tokenizer) -> Learner:

@@ -410,13 +410,14 @@ def test_micro_batch_size_leaves_the_update_unchanged(tmp_path):
     to float rounding (taken per micro-batch, as TRL does, they differed by 23-32% here)."""
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.num_iterations=2", "grpo.num_minibatches=2",
                       "grpo.top_entropy_quantile=0.4", "grpo.entropy.coef=0.05")
-    trainer = build_run(load_run(cfg), make_tracker(cfg))
+    run_spec = load_run(cfg)
+    trainer = build_run(run_spec, make_tracker(cfg))
     batch = sampled_batch(trainer)
     start = copy.deepcopy(trainer.policy.state_dict())
     gradients = {}
     for micro in (0, 1, 2, 3, 6):
         trainer.policy.load_state_dict(start)
-        spec = dataclasses.replace(trainer.cfg, grpo=dataclasses.replace(trainer.cfg.grpo, micro_batch_size=micro))
+        spec = dataclasses.replace(run_spec, grpo=dataclasses.replace(run_spec.grpo, micro_batch_size=micro))
         learner = build_learner(spec, trainer.policy, trainer.reference, trainer.tokenizer)
         steps = []
         learner.optimizer.register_step_pre_hook(  # each optimizer step's gradient (max_grad_norm=0: unclipped)
@@ -472,7 +473,8 @@ def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_
                       "kl.bias_correction=true", "grpo.num_iterations=2", "grpo.num_minibatches=2",
                       "grpo.top_entropy_quantile=0.5", "grpo.entropy.adaptive=true",
                       "grpo.entropy.target=9.0", "grpo.sampler_correction.mode=token_truncate")
-    trainer = build_run(load_run(cfg), make_tracker(cfg))
+    run_spec = load_run(cfg)
+    trainer = build_run(run_spec, make_tracker(cfg))
     batch = sampled_batch(trainer)
     shuffle = torch.Generator().manual_seed(cfg.seed + 1)  # the learner's shuffles of the two updates
     orders = [torch.randperm(6, generator=shuffle) for _ in range(4)]
@@ -486,7 +488,7 @@ def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_
         saved = torch.load(tmp_path / "state.pt", weights_only=False)
         policy = copy.deepcopy(trainer.policy)
         policy.load_state_dict(saved["policy"])
-        learner = build_learner(trainer.cfg, policy, trainer.reference, trainer.tokenizer)
+        learner = build_learner(run_spec, policy, trainer.reference, trainer.tokenizer)
         learner.load_state_dict(saved)
         learner.update(1, batch, trainer.kl.beta(1))
     finally:

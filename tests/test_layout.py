@@ -356,6 +356,15 @@ def private_name_uses(root: Path, folders: tuple[str, ...], bare: tuple[str, ...
 
 # ---------------------------------------------------------------- the checks
 
+def planted_package(tmp_path: Path, sources: dict[str, str]) -> Path:
+    """A package `rookworld` under `tmp_path` of `sources` (path inside it -> text): a layout to plant a violation in."""
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
 def test_no_import_cycles():
     cycle = find_cycle(import_graph(package_modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
@@ -383,10 +392,7 @@ def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
         "trainer.py": "def fit():\n    from omegaconf import OmegaConf\n",  # the planted violation
         "rollout.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from omegaconf import DictConfig\n",
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     modules = package_modules(root)
     problems = config_import_violations(modules, entry_points(modules))
     assert len(problems) == 1 and problems[0].startswith("rookworld.trainer imports omegaconf"), problems
@@ -404,10 +410,7 @@ def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
         "grpo/learner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rookworld.specs.run import RunSpec\n",
         "tasks/policy.py": "def score():\n    from rookworld.errors import as_command\n",  # the planted violation
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     assert folder_violations(import_graph(package_modules(root))) == [
         "rookworld.tasks.policy imports rookworld.errors: a library folder takes plain values, not the run's assembly"]
 
@@ -426,10 +429,7 @@ def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
         "stats/stages.py": "from rookworld.sweep.staged.stages import Item\n",
         "sweep/__init__.py": "import optuna\n",
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     assert [problem.split(":")[0] for problem in stats_violations(package_modules(root))] == [
         "rookworld.stats.racing imports rookworld.data.records",
         "rookworld.stats.racing imports rookworld.data.records.read_jsonl",
@@ -452,10 +452,7 @@ def test_the_private_import_rule_fails_on_a_planted_violation(tmp_path):
         "loss.py": "def f():\n    from torch import _C\n",
         "ok.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from torch._prims import x\n",
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     assert [p.split(":")[0] for p in outside_private_imports(package_modules(root))] == [
         "rookworld.loss imports torch._C", "rookworld.space imports hydra_plugins.hydra_optuna_sweeper._impl",
         "rookworld.space imports hydra_plugins.hydra_optuna_sweeper._impl.create"]
@@ -469,10 +466,7 @@ def test_every_class_name_is_defined_once():
 def test_the_class_name_rule_fails_on_a_planted_violation(tmp_path):
     sources = {"__init__.py": "", "specs/__init__.py": "", "specs/guards.py": "class Guards:\n    pass\n",
                "divergence.py": "class Guards:\n    class Inner:\n        pass\n", "trainer.py": "class Inner:\n    pass\n"}
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     assert repeated_class_names(package_modules(root)) == [
         "class Guards is defined in rookworld.divergence, rookworld.specs.guards",
         "class Inner is defined in rookworld.divergence, rookworld.trainer"]

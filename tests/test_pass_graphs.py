@@ -32,7 +32,7 @@ def trainer_and_batch(tmp_path, *overrides):
 
 
 def loss_and_gradient(trainer, batch, bucket: int | None):
-    normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
+    normalizer = LossNormalizer.for_batch(trainer.settings.grpo.loss_type, batch.mask, 60)
     everything = torch.arange(batch.mask.shape[0])
     inputs, static = trainer.learner.pass_inputs(batch.rows(everything), normalizer, 0.1, batch.broadcast_width(everything))
     if bucket:

@@ -139,7 +139,7 @@ def run_trials(spec: BenchSpec, config: GPTConfig, state: dict, tokenizer: Chess
         trainer = build_trainer(trial_spec, fresh_policy(config, state, device), tokenizer, str(b.decoder))
         try:
             for step in range(b.trial_steps):
-                trainer.cfg = replace(trainer.cfg, prompts_per_step=sizes[(trial + step) % 2])
+                trainer.settings = replace(trainer.settings, prompts_per_step=sizes[(trial + step) % 2])
                 trainer.train_step(step)
         except Exception as error:  # recorded and reported: the point of this mode
             errors.append(f"trial {trial}: {type(error).__name__}: {error}")
