@@ -67,8 +67,12 @@ def loop_settings(spec: RunSpec) -> LoopSettings:
 
 def build_learner(spec: RunSpec, policy: torch.nn.Module, reference: torch.nn.Module | None, tokenizer) -> Learner:
     """The update engine of `spec` for `policy` (and its frozen `reference`, KL on)."""
-    settings = UpdateSettings(grpo=spec.grpo, loss=spec.grpo.loss_settings(spec.kl),
-                              temperature=spec.sampling.temperature,
+    g = spec.grpo
+    settings = UpdateSettings(loss=g.loss_settings(spec.kl), loss_type=g.loss_type, num_iterations=g.num_iterations,
+                              num_minibatches=g.num_minibatches, micro_batch_size=g.micro_batch_size,
+                              max_grad_norm=g.max_grad_norm, mask_truncated_completions=g.mask_truncated_completions,
+                              activation_checkpointing=g.activation_checkpointing, cuda_graphs=g.cuda_graphs,
+                              graph_bucket=g.graph_bucket, temperature=spec.sampling.temperature,
                               max_completion_length=max(spec.sampling.max_new_tokens.values()),
                               kl_in_reward=spec.kl.reward_estimator is not None,
                               reference_sync_every=spec.kl.sync_every, reference_sync_alpha=spec.kl.sync_alpha,

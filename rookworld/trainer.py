@@ -15,7 +15,7 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
@@ -27,7 +27,6 @@ from rookworld.grpo.advantages import (Advantages, EMARewardNormalizer, criterio
                                       varying_groups, zero_std_share)
 from rookworld.grpo.kl import KLController, kl_in_reward
 from rookworld.grpo.learner import Batch, Learner
-from rookworld.hooks import StepHook
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.precision import autocast_for
@@ -46,6 +45,16 @@ if TYPE_CHECKING:  # the groups' values the loop reads
     from rookworld.specs.grpo import GRPO
     from rookworld.specs.run import Checkpoint, Objective
     from rookworld.specs.sampling import Sampling
+
+
+class StepHook(Protocol):
+    """Looks at each step's metrics (eval/* included at evaluation steps, with the evaluation itself);
+    True stops the run as pruned. Told the run's outcome at the end. What a driver adds to a run
+    (rookworld/hooks.py builds them from the config)."""
+
+    def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None) -> bool: ...
+
+    def record_outcome(self, outcome: str, reason: str) -> None: ...
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
@@ -32,15 +31,20 @@ from rookworld.model.sampling import Generation
 from rookworld.optim import load_state_keeping_settings, set_lr
 from rookworld.rollout import stopped
 
-if TYPE_CHECKING:  # the grpo group's values; grpo/ sits below specs/ (tests/test_layout.py)
-    from rookworld.specs.grpo import GRPO
-
 
 @dataclass(frozen=True)
 class UpdateSettings:
     """What the update reads of a run, fixed for the run (the assembly, rookworld/components.py, fills it)."""
-    grpo: GRPO                    # the grpo group: batch reuse, minibatches, micro-batches, clipping, graphs
     loss: LossSettings            # the knobs of grpo_loss (GRPO.loss_settings)
+    loss_type: str                # grpo.loss_type: the aggregation
+    num_iterations: int           # grpo.num_iterations: epochs over a batch
+    num_minibatches: int          # grpo.num_minibatches: optimizer steps per epoch
+    micro_batch_size: int         # grpo.micro_batch_size (0: the whole minibatch)
+    max_grad_norm: float          # grpo.max_grad_norm (0: no clipping)
+    mask_truncated_completions: bool
+    activation_checkpointing: bool
+    cuda_graphs: bool             # grpo.cuda_graphs: the training passes from CUDA graphs (on CUDA)
+    graph_bucket: int             # grpo.graph_bucket: rows padded to a multiple of it
     temperature: float            # sampling.temperature: the log-probs' (the ratio is 1 before the update)
     max_completion_length: int    # the largest of sampling.max_new_tokens (dr_grpo's L_max)
     kl_in_reward: bool            # kl.placement=reward: the old log-probs are needed before the update
@@ -132,14 +136,14 @@ class Learner:
         self.optimizer, self.lr_at, self.entropy_bonus = optimizer, lr_at, entropy_bonus
         self.device = next(policy.parameters()).device
         self.shuffle_generator = torch.Generator().manual_seed(settings.shuffle_seed)
-        policy.activation_checkpointing = bool(settings.grpo.activation_checkpointing)
+        policy.activation_checkpointing = bool(settings.activation_checkpointing)
         self._make_pass_graphs()
 
     def make_batch(self, gen: Generation, advantages: torch.Tensor | None = None) -> Batch:
         """The batch of `gen` with its reference (and old-policy) log-probs queued on the device;
         with grpo.mask_truncated_completions, rows cut at their token cap get no loss."""
         batch = Batch.from_generation(gen, advantages)
-        if self.settings.grpo.mask_truncated_completions:
+        if self.settings.mask_truncated_completions:
             batch.mask = batch.mask * stopped(self.tokenizer, gen).to(batch.mask.dtype)[:, None]
         everything = torch.arange(len(batch.groups))
         inputs, broadcast_width = batch.rows(everything), batch.broadcast_width(everything)
@@ -158,7 +162,7 @@ class Learner:
     @property
     def _reuses_batch(self) -> bool:
         """Several optimizer steps per batch: old log-probs are needed and the rows get shuffled."""
-        return self.settings.grpo.num_iterations > 1 or self.settings.grpo.num_minibatches > 1
+        return self.settings.num_iterations > 1 or self.settings.num_minibatches > 1
 
     def logprobs(self, which: str, inputs: dict[str, torch.Tensor], broadcast_width: int) -> torch.Tensor:
         """Log-probs [B, N] of the completions under the policy or the reference (on the reference's own
@@ -168,7 +172,7 @@ class Learner:
         inputs = {name: t.to(device) for name, t in inputs.items() if name in MODEL_INPUTS}
         if self.logprob_graphs is None or device != self.device:
             return self._logprob_pass(inputs, which=which, broadcast_width=broadcast_width)["logp"].to(self.device)
-        padded = pad_rows(inputs, self.settings.grpo.graph_bucket)
+        padded = pad_rows(inputs, self.settings.graph_bucket)
         logp = self.logprob_graphs(padded, which=which, broadcast_width=broadcast_width)["logp"]
         return logp[:, :inputs["mask"].shape[1]]
 
@@ -191,7 +195,7 @@ class Learner:
     def _make_pass_graphs(self) -> None:
         """CUDA graphs of the training passes (rookworld/model/pass_graphs.py), when on; else eager."""
         self.policy_graphs = self.logprob_graphs = None
-        if not (self.settings.grpo.cuda_graphs and self.device.type == "cuda"):
+        if not (self.settings.cuda_graphs and self.device.type == "cuda"):
             return
         self.policy_graphs = ShapeGraphs(self.loss_and_backward, self.device)
         self.logprob_graphs = ShapeGraphs(self._logprob_pass, self.device, pool=self.policy_graphs.pool)
@@ -201,7 +205,7 @@ class Learner:
         """Queue the step's optimizer updates on the device, with this step's KL coefficient `beta`. The metrics
         stay device tensors until the trainer reads them (one sync), so the host can prepare the next step
         while the GPU works; a minibatch whose loss or gradient norm is not finite skips its optimizer step."""
-        g = self.settings.grpo
+        g = self.settings
         lr = self.lr_at(step)
         set_lr(self.optimizer, lr)
         n = batch.mask.shape[0]
@@ -257,10 +261,11 @@ class Learner:
         }
         if self.entropy_bonus.enabled:  # the coefficient the loss used (mean over the step's optimizer steps)
             result["entropy/coef"] = sums["entropy_coef"] / minibatches
-        if g.sampler_correction.mode != "none":
-            weights = sampler_weights(policy_logp, batch.sampler_logp, batch.mask, g.sampler_correction.mode,
-                                      g.sampler_correction.cap)
-            result.update(weight_stats(weights, batch.mask, g.sampler_correction.mode))
+        correction = self.settings.loss
+        if correction.sampler_correction != "none":
+            weights = sampler_weights(policy_logp, batch.sampler_logp, batch.mask, correction.sampler_correction,
+                                      correction.sampler_cap)
+            result.update(weight_stats(weights, batch.mask, correction.sampler_correction))
         if batch.ref_logp is not None:
             k3 = kl_per_token(policy_logp, batch.ref_logp.float(), "k3")
             result["kl"] = (k3 * batch.mask).sum() / tokens
@@ -301,7 +306,7 @@ class Learner:
         if self.policy_graphs is None:
             return self.loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
-        out = self.policy_graphs(pad_rows(inputs, self.settings.grpo.graph_bucket), **static)
+        out = self.policy_graphs(pad_rows(inputs, self.settings.graph_bucket), **static)
         width = rows["mask"].shape[1]
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
 
@@ -322,7 +327,7 @@ class Learner:
         logp, entropy, mask = logp.float(), entropy.float(), inputs["mask"]
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
         ref = inputs["ref_logp"].float() if use_kl else None
-        normalizer = LossNormalizer(self.settings.grpo.loss_type, num_sequences, inputs["num_tokens"],
+        normalizer = LossNormalizer(self.settings.loss_type, num_sequences, inputs["num_tokens"],
                                     self.settings.max_completion_length)
         loss, stats = grpo_loss(LossInputs(logp, old, ref, inputs["advantages"], mask, entropy, inputs["sampler_logp"],
                                            normalizer, inputs["beta"], inputs["entropy_coef"], inputs.get("trained")),
@@ -345,7 +350,7 @@ class Learner:
             self._captured_grads = addresses
 
     def _clip_gradients(self) -> torch.Tensor:
-        max_norm = self.settings.grpo.max_grad_norm or float("inf")
+        max_norm = self.settings.max_grad_norm or float("inf")
         return torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
 
     def sync_reference(self, step: int) -> None:
