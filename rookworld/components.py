@@ -1,9 +1,11 @@
-"""The parts of a GRPO run built from its RunSpec (rookworld/specs/run.py): policy, reference, training
-sampler, held-out problems and the Trainer that holds them. Shared by the training command, the supervised
-warm start and the benchmarks."""
+"""The one assembly of a GRPO run: its RunSpec (rookworld/specs/run.py) to the parts each group's spec builds
+(policy, reference, training sampler, held-out problems, KL controller, detectors, learner) and the Trainer that
+holds them. Nothing below it reads a RunSpec. Shared by the training command, the supervised warm start and the
+benchmarks."""
 from __future__ import annotations
 
 import copy
+from functools import partial
 
 import torch
 
@@ -11,18 +13,19 @@ from rookworld.data.arbiter_stream import case_counts
 from rookworld.stats.blocks import game_blocks
 from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
+from rookworld.grpo.learner import Learner, UpdateSettings
 from rookworld.model.hub import load_model
+from rookworld.resume_check import resume_point
 from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
-from rookworld.specs.kl import KL, KLFixed
+from rookworld.specs.kl import KL
 from rookworld.specs.model import Model
-from rookworld.specs.reward import MoveValue
 from rookworld.specs.rules import ConfigError, require, resolve_device
 from rookworld.specs.run import RunSpec
-from rookworld.trainer import Trainer
+from rookworld.trainer import LoopSettings, Trainer
 
 
-def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
+def build_run(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     """The Trainer of `spec` (it resumes itself when spec.resume_from is set); `hooks`: its StepHooks."""
     device = resolve_device(spec.device)
     if device.type == "cpu" and spec.cpu_threads is not None:
@@ -30,7 +33,7 @@ def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
     parts = heldout_problems(spec.eval.split, spec.data)
     heldout = eval_problems(spec.eval, *parts, seed=spec.seed)  # its errors before the model loads
     sampler = make_sampler(spec)
-    if isinstance(spec.reward, MoveValue):
+    if spec.reward.needs_action_values:
         for problems, split in ((sampler.problems["P"], "train"), (heldout, spec.eval.split)):
             require_move_values(problems, positions_of(spec.data, split), "reward=move_value")
     print(f"loading {spec.model.describe()} on {device}"
@@ -38,9 +41,45 @@ def build_trainer(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:
           + f"; {spec.end_step} steps, {len(heldout)} held-out problems evaluated at step 0"
           + (" and the end" if spec.eval.every == 0 else f", every {spec.eval.every} steps and the end"), flush=True)
     policy, tokenizer = load_policy(spec.model, device)
-    return Trainer(cfg=spec, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, spec.kl, device),
-                   reward_fn=spec.reward.build(), sampler=sampler, heldout=heldout,
-                   tracker=tracker, hooks=list(hooks or []))
+    return assemble(spec, policy, tokenizer, sampler=sampler, heldout=heldout, tracker=tracker, hooks=list(hooks or []))
+
+
+def assemble(spec: RunSpec, policy: torch.nn.Module, tokenizer, **trainer_fields) -> Trainer:
+    """The Trainer of `spec` around a loaded `policy`: the parts each group's spec builds, and the checked
+    checkpoint it resumes from; `trainer_fields`: the sampler, held-out problems, tracker and the rest of the
+    Trainer's own fields."""
+    reference = make_reference(policy, spec.kl, next(policy.parameters()).device)
+    learner = build_learner(spec, policy, reference, tokenizer)
+    return Trainer(settings=loop_settings(spec), policy=policy, tokenizer=tokenizer, reference=reference,
+                   reward_fn=spec.reward.build(), kl=spec.kl.build(), guards=spec.guards.build(spec.kl),
+                   learner=learner, resume=resume_point(spec), **trainer_fields)
+
+
+def loop_settings(spec: RunSpec) -> LoopSettings:
+    """What the Trainer's loop reads of `spec`."""
+    return LoopSettings(seed=spec.seed, steps=spec.steps, end_step=spec.end_step, time_limit_min=spec.time_limit_min,
+                        prompts_per_step=spec.prompts_per_step, log_every=spec.log_every, grpo=spec.grpo,
+                        sampling=spec.sampling, eval=spec.eval, objective=spec.objective, checkpoint=spec.checkpoint,
+                        log_checkpoint=spec.tracking.log_checkpoint,
+                        keep_finite_weights=spec.guards.keep_finite_weights,
+                        kl_reward_estimator=spec.kl.reward_estimator, dtype=spec.model.dtype, resolved=spec.resolved)
+
+
+def build_learner(spec: RunSpec, policy: torch.nn.Module, reference: torch.nn.Module | None, tokenizer) -> Learner:
+    """The update engine of `spec` for `policy` (and its frozen `reference`, KL on)."""
+    g = spec.grpo
+    settings = UpdateSettings(loss=g.loss_settings(spec.kl), loss_type=g.loss_type, num_iterations=g.num_iterations,
+                              num_minibatches=g.num_minibatches, micro_batch_size=g.micro_batch_size,
+                              max_grad_norm=g.max_grad_norm, mask_truncated_completions=g.mask_truncated_completions,
+                              activation_checkpointing=g.activation_checkpointing, cuda_graphs=g.cuda_graphs,
+                              graph_bucket=g.graph_bucket, temperature=spec.sampling.temperature,
+                              max_completion_length=max(spec.sampling.max_new_tokens.values()),
+                              kl_in_reward=spec.kl.reward_estimator is not None,
+                              reference_sync_every=spec.kl.sync_every, reference_sync_alpha=spec.kl.sync_alpha,
+                              dtype=spec.model.dtype, shuffle_seed=spec.seed + 1)
+    device = next(policy.parameters()).device
+    return Learner(settings, policy, reference, tokenizer, optimizer=spec.optimizer.build(policy.parameters()),
+                   lr_at=partial(spec.optimizer.lr_at, total_steps=spec.steps), entropy_bonus=spec.grpo.entropy.build(device))
 
 
 def require_move_values(problems: list, where: str, needed_by: str) -> None:
@@ -132,7 +171,7 @@ def load_policy(model: Model, device: torch.device, path: str | None = None):
 
 def make_reference(policy: torch.nn.Module, kl: KL, device: torch.device):
     """A frozen copy of the starting policy, in the same precision (KL is 0 before any update)."""
-    if not isinstance(kl, KLFixed):
+    if not kl.needs_reference:
         return None
     target = device if kl.ref_device == "same" else torch.device(kl.ref_device)
     return copy.deepcopy(policy).to(target).eval().requires_grad_(False)

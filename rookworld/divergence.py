@@ -21,8 +21,8 @@ recorded result (the run gets `objective.failure_penalty`), never something to t
                       run's first `window` steps
 
 A window of 0 switches its detector off. Only finite values enter a detector's history. Pure
-Python (no torch): the trainer calls `Guards.check(metrics, nonfinite)` once per step and saves
-`Guards.state_dict()` with its checkpoints.
+Python (no torch): the trainer calls `Detectors.check(metrics, nonfinite)` once per step and saves
+`Detectors.state_dict()` with its checkpoints.
 """
 from __future__ import annotations
 
@@ -82,7 +82,7 @@ class KLCeiling:
 
 
 @dataclass
-class KLGrowth:
+class KLGrowthDetector:
     """diverged:kl_growth: kl rising by `factor` from one window to the next, above `min_fraction` x kl.max."""
     kl_max: float
     window: int
@@ -146,7 +146,7 @@ class BelowStart:
 
 
 @dataclass
-class GradNormSpike:
+class GradNormDetector:
     """diverged:grad_norm: the norm above `factor` x the running median for `steps_above` steps in a row."""
     window: int
     factor: float
@@ -170,7 +170,7 @@ class GradNormSpike:
         return None
 
 
-class Guards:
+class Detectors:
     """Every detector of `conf/guards/` plus the KL ceiling; `check` once per step, first firing wins."""
 
     def __init__(self, guards, kl_max: float | None, kl_max_steps: int):
@@ -181,12 +181,12 @@ class Guards:
             self.detectors["kl"] = KLCeiling(kl_max, kl_max_steps)
             g = guards["kl_growth"]
             if g["window"]:
-                self.detectors["kl_growth"] = KLGrowth(kl_max, g["window"], g["factor"], g["min_fraction"])
+                self.detectors["kl_growth"] = KLGrowthDetector(kl_max, g["window"], g["factor"], g["min_fraction"])
         e, n, r = guards["entropy"], guards["grad_norm"], guards["reward"]
         if e["window"]:
             self.detectors["entropy"] = BelowStart(DIVERGED_ENTROPY, "entropy", e["window"], ratio=e["min_ratio"])
         if n["window"]:
-            self.detectors["grad_norm"] = GradNormSpike(n["window"], n["factor"], n["steps_above"])
+            self.detectors["grad_norm"] = GradNormDetector(n["window"], n["factor"], n["steps_above"])
         if r["window"]:
             self.detectors["reward"] = BelowStart(DIVERGED_REWARD, "reward", r["window"], drop=r["drop"])
 

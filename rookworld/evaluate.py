@@ -26,6 +26,7 @@ The task scores, by eval.score (conf/eval/default.yaml):
                  so runs with different mixes compare; this is what sweeps optimise)
   eval/score_se = the standard error of eval/score from the per-problem task scores:
                  ½·sqrt(s_P²/n_P + s_A²/n_A) (sample variances; a set of fewer than 2 problems adds 0)
+  eval/P/score_se, eval/A/score_se = each task score's standard error, s_T/sqrt(n_T)
 Chess skill (rookworld/tasks/move_values.py, docs/rewards.md), each with `<name>_se`, its standard error,
 and `<name>_n`, the positions it is measured on; a missing, unparsable or illegal B: move loses the game
 (win probability 0, -1000 centipawns):
@@ -127,6 +128,10 @@ def evaluate(decoder, tokenizer, problems: list[Problem], reward_fn, max_new_tok
     # a task with no held-out problem has no score of its own (its share of eval/score is 0)
     metrics.update({k: v for k, v in task_scores(metrics, score).items() if k == "eval/score" or rows[k.split("/")[1]]})
     metrics["eval/score_se"] = score_standard_error([p.task for p in problems], problem_scores)
+    for task, task_rows in rows.items():
+        if task_rows:  # each task score's own standard error: an objective.metric of its own
+            metrics[f"eval/{task}/score_se"] = _standard_error([value for problem, value in zip(problems, problem_scores)
+                                                                if problem.task == task])
     return EvalResult(metrics=metrics, samples=samples, problem_scores=problem_scores, notes=notes)
 
 

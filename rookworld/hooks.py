@@ -11,28 +11,19 @@ calls it with the composed config, as lightning-hydra-template adds callbacks:
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
 from rookworld.config import build
 from rookworld.tracking import RunLink
 
-if TYPE_CHECKING:
-    from rookworld.evaluate import EvalResult
-
-
-class StepHook(Protocol):
-    """Looks at each step's metrics (eval/* included at evaluation steps, with the evaluation itself);
-    True stops the run as pruned. Told the run's outcome at the end."""
-
-    def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None) -> bool: ...
-
-    def record_outcome(self, outcome: str, reason: str) -> None: ...
+if TYPE_CHECKING:  # the trainer's protocol: the run sits below its entry points' plumbing
+    from rookworld.trainer import StepHook
 
 
 def build_step_hooks(cfg: DictConfig) -> list[StepHook]:
-    """The step hooks `trial.hooks` names, in the order listed."""
+    """The step hooks `trial.hooks` names, in the order listed (each a trainer.StepHook)."""
     return [build(factory)(cfg) for factory in cfg.trial.hooks.values()]
 
 

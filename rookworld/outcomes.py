@@ -19,8 +19,9 @@ DIVERGED_OUTCOMES = (DIVERGED_KL_GROWTH, DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, D
 FAILURE_OUTCOMES = (KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES)  # each ends a run with objective.failure_penalty
 OUTCOMES = (RUNNING, SUCCESS, KL_FAILURE, NAN_FAILURE, *DIVERGED_OUTCOMES, PRUNED, FAILED)
 
-OBJECTIVE_METRIC = "objective"          # the run's logged objective (objective.metric's value, or the penalty)
-OBJECTIVE_SE_METRIC = "eval/score_se"   # the default objective's standard error, in a run's final evaluation
+OBJECTIVE_METRIC = "objective"              # the run's logged objective (objective.metric's value, or the penalty)
+OBJECTIVE_SE_METRIC = "objective/stderr"    # its standard error, from a successful run's final evaluation
+OBJECTIVE_START_METRIC = "objective/start"  # objective.metric at step 0: the untrained model on the same problems
 
 
 def standard_error_metric(metric: str) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 from fnmatch import fnmatchcase
 from pathlib import Path
 
@@ -38,6 +39,26 @@ def check_checkpoint_folder(directory: str | Path) -> None:
     if not (folder / TRAINER_STATE_FILE).is_file():
         raise ConfigError(f"resume_from={str(directory)!r}: not a checkpoint folder (it has no {TRAINER_STATE_FILE}; "
                           f"a checkpoint is a folder checkpoint.dir/step_NNNNNN)")
+
+
+@dataclass(frozen=True)
+class ResumePoint:
+    """A checkpoint a run continues from, its config checked against the run's."""
+    directory: str
+    allowed: Changes   # the changes a resume may make
+    accepted: Changes  # the other changes, accepted by resume_check.accept_changes
+
+
+def resume_point(spec: RunSpec) -> ResumePoint | None:
+    """The checked checkpoint of spec.resume_from (None: a fresh run); the changes it accepts, said in one line."""
+    if not spec.resume_from:
+        return None
+    check_checkpoint_folder(spec.resume_from)
+    allowed, accepted = check_resume(spec, spec.resume_from)
+    if accepted:
+        print("resume: resume_check.accept_changes=true accepts changes against the checkpoint: "
+              + ", ".join(f"{key} ({old!r} -> {new!r})" for key, (old, new) in accepted.items()), flush=True)
+    return ResumePoint(str(spec.resume_from), allowed, accepted)
 
 
 def check_resume(cfg: RunSpec, directory: str | Path) -> tuple[Changes, Changes]:

@@ -55,12 +55,11 @@ class GraduatedReward:
                  policy_top5: float = 0.2, policy_eval_accuracy: float = 0.2,
                  arbiter_format: float = 0.1, arbiter_next_state: float = 0.6, arbiter_reward: float = 0.1,
                  arbiter_terminated: float = 0.1, arbiter_truncated: float = 0.1) -> None:
-        self.malformed_penalty = _check_penalty("GraduatedReward.malformed_penalty", malformed_penalty)
-        self.eval_scale = _check_positive("GraduatedReward.eval_scale", eval_scale)
+        self.malformed_penalty, self.eval_scale = float(malformed_penalty), float(eval_scale)
         self.weights = {
-            "P": _check_weights("policy", dict(zip(POLICY_CRITERIA, (
+            "P": dict(zip(POLICY_CRITERIA, map(float, (
                 policy_format, policy_legal_best, policy_best_move, policy_top5, policy_eval_accuracy)))),
-            "A": _check_weights("arbiter", dict(zip(ARBITER_CRITERIA, (
+            "A": dict(zip(ARBITER_CRITERIA, map(float, (
                 arbiter_format, arbiter_next_state, arbiter_reward, arbiter_terminated, arbiter_truncated)))),
         }
 
@@ -90,7 +89,7 @@ class ExactReward:
     fields are exact; malformed_penalty when the completion does not parse; else 0.0."""
 
     def __init__(self, malformed_penalty: float = 0.0) -> None:
-        self.malformed_penalty = _check_penalty("ExactReward.malformed_penalty", malformed_penalty)
+        self.malformed_penalty = float(malformed_penalty)
 
     def __call__(self, problem: Problem, completion: str) -> RewardResult:
         scores = score_completion(problem, completion)
@@ -111,12 +110,9 @@ class MoveValueReward:
                  policy_move_value: float = 0.5, policy_candidates: float = 0.15,
                  policy_eval_accuracy: float = 0.15, arbiter_format: float = 0.1, arbiter_next_state: float = 0.6,
                  arbiter_reward: float = 0.1, arbiter_terminated: float = 0.1, arbiter_truncated: float = 0.1) -> None:
-        self.malformed_penalty = _check_penalty("MoveValueReward.malformed_penalty", malformed_penalty)
-        self.eval_scale = _check_positive("MoveValueReward.eval_scale", eval_scale)
-        self.loss_scale = _check_positive("MoveValueReward.loss_scale", loss_scale)
-        self.policy_weights = _check_weights("policy", dict(zip(MOVE_VALUE_CRITERIA, (
-            policy_format, policy_legal_best, policy_move_value, policy_candidates, policy_eval_accuracy))),
-            "MoveValueReward")
+        self.malformed_penalty, self.eval_scale, self.loss_scale = map(float, (malformed_penalty, eval_scale, loss_scale))
+        self.policy_weights = dict(zip(MOVE_VALUE_CRITERIA, map(float, (
+            policy_format, policy_legal_best, policy_move_value, policy_candidates, policy_eval_accuracy))))
         self.arbiter = GraduatedReward(malformed_penalty=malformed_penalty, arbiter_format=arbiter_format,
                                        arbiter_next_state=arbiter_next_state, arbiter_reward=arbiter_reward,
                                        arbiter_terminated=arbiter_terminated, arbiter_truncated=arbiter_truncated)
@@ -140,38 +136,3 @@ class MoveValueReward:
         total = min(1.0, math.fsum(self.policy_weights[name] * scores[name] for name in self.policy_weights))
         return RewardResult(total, components)
 
-
-# ---- validation --------------------------------------------------------------------------------
-
-def _check_number(name: str, value: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise ValueError(f"{name}={value!r}: expected a finite number")
-    return float(value)
-
-
-def _check_penalty(name: str, value: float) -> float:
-    value = _check_number(name, value)
-    if not -1.0 <= value <= 0.0:
-        raise ValueError(f"{name}={value}: expected a value in [-1.0, 0.0]")
-    return value
-
-
-def _check_positive(name: str, value: float) -> float:
-    value = _check_number(name, value)
-    if value <= 0.0:
-        raise ValueError(f"{name}={value}: expected > 0")
-    return value
-
-
-def _check_weights(prefix: str, weights: dict[str, float], owner: str = "GraduatedReward") -> dict[str, float]:
-    checked = {}
-    for criterion, value in weights.items():
-        name = f"{owner}.{prefix}_{criterion}"
-        checked[criterion] = _check_number(name, value)
-        if checked[criterion] < 0.0:
-            raise ValueError(f"{name}={value}: weights must be >= 0")
-    total = math.fsum(checked.values())
-    if not math.isclose(total, 1.0, abs_tol=1e-6):
-        listed = ", ".join(f"{prefix}_{k}={v}" for k, v in checked.items())
-        raise ValueError(f"{owner} {prefix} weights sum to {total:g}, expected 1.0 ({listed})")
-    return checked

@@ -34,7 +34,7 @@ from rookworld.evaluate import evaluate
 from rookworld.hooks import run_link
 from rookworld.model.hub import save_pretrained
 from rookworld.model.sampling import PlainDecoder
-from rookworld.optim import build_optimizer, set_lr
+from rookworld.optim import set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.specs.rules import require
 from rookworld.specs.sft import SftSpec
@@ -100,7 +100,7 @@ def documents_in_item(item) -> int:
 
 
 def optimizer_for(spec: SftSpec):
-    return partial(build_optimizer, spec=spec.optimizer)
+    return spec.optimizer.build
 
 
 def step_for(spec: SftSpec, device: torch.device):
@@ -137,7 +137,7 @@ def run(cfg: DictConfig, policy_train: Sequence[Problem] | None = None) -> dict[
     eval_batches = {name: heldout_batches(tokenizer, heldout, s.heldout_docs, s.batch_size, s.seq_len, loss_on)
                     for name, loss_on in (("eval/loss", "document"), ("eval/completion_loss", "completion"))}
     evaluated = eval_problems(spec.eval, policy_heldout, arbiter_heldout, seed=spec.seed)
-    optimizer = build_optimizer(model.parameters(), spec.optimizer)
+    optimizer = spec.optimizer.build(model.parameters())
     autocast = partial(autocast_for, device, spec.model.dtype)
     reward_fn = spec.reward.build()
     max_new_tokens = dict(spec.sampling.max_new_tokens)

@@ -33,12 +33,12 @@ def run(cfg: DictConfig) -> RunResult:
     """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
     fails before a run exists. A run that evaluated at step 0 and at its end says what changed: the last
     line printed, in the run's log, and on the MLflow run (tag rookworld.change, metrics change/*)."""
-    from rookworld.components import build_trainer
+    from rookworld.components import build_run
 
     spec = load_run(cfg)
     if spec.resume_from:
         check_checkpoint_folder(spec.resume_from)  # before the model loads (seconds, or a hub download)
-    trainer = build_trainer(spec, NullTracker(), build_step_hooks(cfg))
+    trainer = build_run(spec, NullTracker(), build_step_hooks(cfg))
     with make_tracker(cfg, run_link(cfg)) as tracker:
         tracker.log_params(cfg)
         tracker.log_config_yaml(cfg)

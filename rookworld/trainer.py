@@ -15,10 +15,11 @@ import contextlib
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from rookworld.divergence import Guards
+from rookworld.divergence import Detectors
 from rookworld.eval_cache import EvalCache, cache_key
 from rookworld.evaluate import EvalResult, evaluate
 from rookworld.finite_weights import LastFiniteWeights
@@ -26,33 +27,62 @@ from rookworld.grpo.advantages import (Advantages, EMARewardNormalizer, criterio
                                       varying_groups, zero_std_share)
 from rookworld.grpo.kl import KLController, kl_in_reward
 from rookworld.grpo.learner import Batch, Learner
-from rookworld.hooks import StepHook
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_model, save_pretrained
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.outcomes import NAN_FAILURE, OBJECTIVE_METRIC, PRUNED, SUCCESS, RunResult, standard_error_metric
-from rookworld.resume_check import TRAINER_STATE_FILE, check_checkpoint_folder, check_resume, save_config
+from rookworld.outcomes import (NAN_FAILURE, OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OBJECTIVE_START_METRIC, PRUNED, SUCCESS,
+                                RunResult, standard_error_metric)
+from rookworld.resume_check import TRAINER_STATE_FILE, ResumePoint, save_config
 from rookworld.rollout import Rollout, generate_for_problems, stopped
 from rookworld.scoring import ScoredRows, StepScores
-from rookworld.specs.kl import KL, KLAdaptive, KLFixed
 from rookworld.specs.rules import ConfigError
-from rookworld.specs.run import RunSpec
 from rookworld.tasks import Problem
 from rookworld.tracking.tracker import STEPS_METRIC
 
+if TYPE_CHECKING:  # the groups' values the loop reads
+    from rookworld.specs.eval import Eval
+    from rookworld.specs.grpo import GRPO
+    from rookworld.specs.run import Checkpoint, Objective
+    from rookworld.specs.sampling import Sampling
 
-def kl_controller(kl: KL) -> KLController:
-    """The coefficient controller of a conf/kl/ spec (kl=none: beta stays 0)."""
-    if not isinstance(kl, KLFixed):
-        return KLController("none", 0.0, 0, 1.0)
-    target, horizon = (kl.target, kl.horizon) if isinstance(kl, KLAdaptive) else (None, None)
-    return KLController(kl.kind, kl.coef, kl.warmup_steps, kl.warmup_factor, target, horizon)
+
+class StepHook(Protocol):
+    """Looks at each step's metrics (eval/* included at evaluation steps, with the evaluation itself);
+    True stops the run as pruned. Told the run's outcome at the end. What a driver adds to a run
+    (rookworld/hooks.py builds them from the config)."""
+
+    def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None) -> bool: ...
+
+    def record_outcome(self, outcome: str, reason: str) -> None: ...
+
+
+@dataclass(frozen=True)
+class LoopSettings:
+    """What the loop reads of a run, fixed for the run (the assembly, rookworld/components.py, fills it)."""
+    seed: int
+    steps: int                     # the schedules' length
+    end_step: int                  # where this run stops (stop_at, else steps)
+    time_limit_min: float | None
+    prompts_per_step: int
+    log_every: int
+    grpo: GRPO                     # group size, dynamic sampling, advantages, reward normalisation
+    sampling: Sampling
+    eval: Eval
+    objective: Objective
+    checkpoint: Checkpoint
+    log_checkpoint: bool           # tracking.log_checkpoint
+    keep_finite_weights: bool      # guards.keep_finite_weights
+    kl_reward_estimator: str | None  # kl.placement=reward: the penalty's estimator
+    dtype: str                     # model.dtype (autocast)
+    # The resolved config as plain data: what a checkpoint's config.yaml stores and what keys the step-0
+    # evaluation cache.
+    resolved: dict[str, Any] = field(repr=False, compare=False)
 
 
 @dataclass
 class Trainer:
-    cfg: RunSpec
+    settings: LoopSettings
     policy: torch.nn.Module
     tokenizer: object
     reference: torch.nn.Module | None
@@ -60,17 +90,18 @@ class Trainer:
     sampler: object                   # ProblemSampler: sample(n) -> list[Problem], state_dict()
     heldout: list[Problem]
     tracker: object
+    kl: KLController                  # the KL coefficient (the trainer moves it after each step)
+    guards: Detectors                 # the divergence detectors, checked after each step
+    learner: Learner                  # the update engine
     hooks: list[StepHook] = field(default_factory=list)
+    resume: ResumePoint | None = None  # a checked checkpoint to continue from (resume_from)
     decoder: object = None            # None: make_decoder(policy) (StaticDecoder on CUDA, else PlainDecoder)
     sync_phases: bool = False         # True: exact per-phase times (a device sync per phase; the benchmark)
     step: int = 0
 
     def __post_init__(self):
-        cfg = self.cfg
+        cfg = self.settings
         self.device = next(self.policy.parameters()).device
-        self.kl = kl_controller(cfg.kl)
-        kl_guard = (cfg.kl.max, cfg.kl.max_steps_above) if isinstance(cfg.kl, KLFixed) else (None, 1)
-        self.guards = Guards(cfg.guards.as_mapping(), *kl_guard)
         self.generator = torch.Generator(device=self.device).manual_seed(cfg.seed)
         rn = cfg.grpo.reward_norm
         self.reward_norm = EMARewardNormalizer(rn.momentum) if rn.enabled else None
@@ -82,15 +113,14 @@ class Trainer:
         self._prefetched: tuple[dict, list[Problem]] | None = None
         # The fast sampler on CUDA owns its buffers and CUDA graphs across steps.
         self.decoder = self.decoder or make_decoder(self.policy, check_every=cfg.sampling.finish_check_every)
-        self.learner = Learner(cfg, self.policy, self.reference, self.tokenizer, self.kl)
         self.resume_changes: dict | None = None  # what a resume changed against its checkpoint (resume())
-        if cfg.resume_from:
-            self.resume(cfg.resume_from)
-        self.finite_weights = LastFiniteWeights(self.policy.parameters(), cfg.guards.keep_finite_weights)
+        if self.resume is not None:
+            self.resume_from(self.resume)
+        self.finite_weights = LastFiniteWeights(self.policy.parameters(), cfg.keep_finite_weights)
 
     # ---------------------------------------------------------------- the loop
     def fit(self) -> RunResult:
-        cfg = self.cfg
+        cfg = self.settings
         if self.resume_changes is not None:
             self.tracker.log_dict(self.resume_changes, "resume_changes.json")
         if self.step == 0:
@@ -123,21 +153,22 @@ class Trainer:
         if outcome == NAN_FAILURE and self.finite_weights.restore():
             reason = f"{reason}; the policy keeps its last finite weights"
         final_eval, problem_scores, objective_se = None, None, None
-        objective = float(self.cfg.objective.failure_penalty)
+        objective = float(self.settings.objective.failure_penalty)
         if outcome == SUCCESS:
             reuse_eval = self.last_eval is not None and self.last_eval_step == self.step
             final = self.last_eval if reuse_eval else self.evaluate(self.step)
             final_eval, problem_scores = final.metrics, final.problem_scores
             objective, objective_se = self._objective_of(final), final.metrics.get(
-                standard_error_metric(self.cfg.objective.metric))
+                standard_error_metric(self.settings.objective.metric))
             self.tracker.log_dict(final_eval, "eval_final.json")
-            if self.cfg.checkpoint.save_final or self.cfg.tracking.log_checkpoint:
-                directory = self.save_checkpoint(weights_only=self.cfg.checkpoint.weights_only)
-                if self.cfg.tracking.log_checkpoint:
+            if self.settings.checkpoint.save_final or self.settings.log_checkpoint:
+                directory = self.save_checkpoint(weights_only=self.settings.checkpoint.weights_only)
+                if self.settings.log_checkpoint:
                     self.tracker.log_artifacts(str(directory), "checkpoint")
         elif outcome == PRUNED and self.last_eval is not None:
             objective = self._objective_of(self.last_eval)
-        self.tracker.log_metrics({OBJECTIVE_METRIC: objective, STEPS_METRIC: float(self.step)}, step=self.step)
+        self.tracker.log_metrics({OBJECTIVE_METRIC: objective, STEPS_METRIC: float(self.step),
+                                  **({} if objective_se is None else {OBJECTIVE_SE_METRIC: objective_se})}, step=self.step)
         self.tracker.set_outcome(outcome, reason)
         for hook in self.hooks:
             hook.record_outcome(outcome, reason)
@@ -148,7 +179,7 @@ class Trainer:
 
     def _objective_of(self, evaluation: EvalResult) -> float:
         """objective.metric of `evaluation`; a name the evaluation does not log fails in one line."""
-        metric = self.cfg.objective.metric
+        metric = self.settings.objective.metric
         if metric not in evaluation.metrics:
             raise ConfigError(f"objective.metric={metric!r}: the evaluation logs no such metric (it logs "
                               f"{', '.join(sorted(k for k in evaluation.metrics if not k.endswith('_se'))[:6])}, ...)")
@@ -157,7 +188,7 @@ class Trainer:
     # ---------------------------------------------------------------- one GRPO step
     def train_step(self, step: int) -> tuple[dict[str, float], bool]:
         timer = PhaseTimer(self.device, sync=self.sync_phases)
-        g = self.cfg.grpo
+        g = self.settings.grpo
         if g.dynamic_sampling.enabled:
             rollout, trained, sampled, generations, sampling_metrics = self._sample_varying_groups(timer)
             if rollout is None:  # no group's rewards varied in any round: nothing to learn from
@@ -186,7 +217,7 @@ class Trainer:
         with timer("update"):
             sampling_finite = torch.isfinite(rollout.generation.logprobs).all()
             self.finite_weights.save_if(sampling_finite)
-            queued = self.learner.update(step, batch)
+            queued = self.learner.update(step, batch, beta)
             queued["nonfinite/sampling"] = (~sampling_finite).float()
             queued["nonfinite/weights"] = (~self.finite_weights.check()).float()
             self._prefetch_rows()  # host work while the GPU runs the update
@@ -211,8 +242,8 @@ class Trainer:
         if difficulty is None:
             return {}
         solved = sampled.solved()
-        difficulty.record(sampled.problems, solved, self.cfg.grpo.group_size)
-        groups = sampled.problems[::self.cfg.grpo.group_size]
+        difficulty.record(sampled.problems, solved, self.settings.grpo.group_size)
+        groups = sampled.problems[::self.settings.grpo.group_size]
         return {"difficulty/pass_rate": sum(solved) / len(solved),
                 "difficulty/in_band": sum(map(difficulty.in_band, groups)) / len(groups),
                 "difficulty/estimated": float(len(difficulty.estimates))}
@@ -222,7 +253,7 @@ class Trainer:
         filtered-out groups included): rewards, the share of groups whose rewards do not vary (the raw
         rewards, before any KL penalty or normalisation) and the completions."""
         return {**sampled.metrics(),
-                "frac_reward_zero_std": zero_std_share(sampled.rewards, self.cfg.grpo.group_size),
+                "frac_reward_zero_std": zero_std_share(sampled.rewards, self.settings.grpo.group_size),
                 **completion_metrics(self.tokenizer, generations)}
 
     def _generate_scoring(self, rows: list[Problem], scores: StepScores, timer: PhaseTimer) -> Rollout:
@@ -237,11 +268,11 @@ class Trainer:
         rewards vary, until prompts_per_step groups are kept or grpo.dynamic_sampling.max_rounds have run.
         The kept rows' rollout and scores (None when no group was kept), every sampled row's scores and
         every round's generation, and the sampling metrics."""
-        G, wanted = self.cfg.grpo.group_size, self.cfg.prompts_per_step
+        G, wanted = self.settings.grpo.group_size, self.settings.prompts_per_step
         parts: list[tuple[Rollout, ScoredRows, list[int]]] = []
         kept, rounds = 0, 0
         rows = self._take_rows()
-        while kept < wanted and rounds < self.cfg.grpo.dynamic_sampling.max_rounds:
+        while kept < wanted and rounds < self.settings.grpo.dynamic_sampling.max_rounds:
             scores = StepScores(self.tokenizer, self.reward_fn, rows)
             rollout = self._generate_scoring(rows, scores, timer)
             with timer("scoring"):
@@ -266,7 +297,7 @@ class Trainer:
                       timer: PhaseTimer) -> dict:
         """A dynamic-sampling step that kept no group: no update (loss and gradient 0), its sampling reported."""
         self._prefetch_rows()
-        lr = self.cfg.optimizer.lr_at(step, self.cfg.steps)
+        lr = self.learner.lr_at(step)
         metrics = {**self._sampled_metrics(sampled, generations), **sampling_metrics, "loss": 0.0, "grad_norm": 0.0,
                    "learning_rate": lr, "nonfinite": 0}
         return {**metrics, **timer.metrics(metrics["completions/num_tokens"])}
@@ -274,14 +305,15 @@ class Trainer:
     def _kl_in_reward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor] | None:
         """With kl.placement=reward: each completion's summed KL penalty term and the controller's
         reading (grpo/kl.py kl_in_reward); None otherwise."""
-        if not (self.kl.enabled and self.cfg.kl.placement == "reward"):
+        estimator = self.settings.kl_reward_estimator
+        if estimator is None:
             return None
-        return kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, self.cfg.kl.estimator)
+        return kl_in_reward(batch.old_logp, batch.ref_logp, batch.mask, estimator)
 
     def _advantages(self, trained: ScoredRows, penalty: torch.Tensor | None) -> Advantages:
         """Group advantages of the trained rows' rewards: EMA-normalised if on, minus the KL `penalty`
         when it sits in the reward, summed (default) or per-criterion normalised (grpo.reward_aggregation)."""
-        g = self.cfg.grpo
+        g = self.settings.grpo
         shaped = self.reward_norm(trained.rewards) if self.reward_norm else trained.rewards
         if penalty is not None:
             shaped = shaped - penalty
@@ -304,29 +336,29 @@ class Trainer:
 
     def sample_rows(self) -> list[Problem]:
         """The next step's problems, each repeated group_size times (one GRPO group each)."""
-        problems = self.sampler.sample(self.cfg.prompts_per_step)
-        return [p for p in problems for _ in range(self.cfg.grpo.group_size)]
+        problems = self.sampler.sample(self.settings.prompts_per_step)
+        return [p for p in problems for _ in range(self.settings.grpo.group_size)]
 
     @torch.no_grad()
     def generate(self, rows: list[Problem], on_finished=None) -> Rollout:
         """Completions of `rows` with the configured sampling (the fast decoder on CUDA);
         `on_finished`: the decoder's hook for rows that stop before the others."""
-        s = self.cfg.sampling
+        s = self.settings.sampling
         with self._autocast():
             return generate_for_problems(self.decoder, self.tokenizer, rows, self.max_new_tokens,
                                          temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
                                          generator=self.generator, on_finished=on_finished)
 
     def _autocast(self):
-        return autocast_for(self.device, self.cfg.model.dtype)
+        return autocast_for(self.device, self.settings.dtype)
 
     # ---------------------------------------------------------------- evaluation and logging
     def _eval_due(self) -> bool:
-        every = self.cfg.eval.every
-        return bool(every) and self.step % every == 0 and self.step < self.cfg.end_step
+        every = self.settings.eval.every
+        return bool(every) and self.step % every == 0 and self.step < self.settings.end_step
 
     def evaluate(self, step: int) -> EvalResult:
-        e = self.cfg.eval
+        e = self.settings.eval
         cache = self._start_eval_cache() if step == 0 else None
         result = cache.load() if cache is not None else None
         cached = result is not None
@@ -336,8 +368,8 @@ class Trainer:
                                   e.batch_size, e.num_samples_logged, score=e.score, generator=self.generator)
             if cache is not None:
                 cache.store(result)
-        self._objective_of(result)  # a bad objective.metric fails at the first evaluation, not after training
-        self.tracker.log_metrics(result.metrics, step=step)
+        objective = self._objective_of(result)  # a bad objective.metric fails at the first evaluation, not after training
+        self.tracker.log_metrics({**result.metrics, **({OBJECTIVE_START_METRIC: objective} if step == 0 else {})}, step=step)
         self.tracker.log_samples(result.samples, step=step)
         if self.last_eval is None:  # the first evaluation of this process says what its metrics leave out
             for note in result.notes:
@@ -354,7 +386,7 @@ class Trainer:
 
     def _start_eval_cache(self) -> EvalCache | None:
         """The shared step-0 evaluation of these starting weights (rookworld/eval_cache.py); None when off."""
-        e, cfg = self.cfg.eval, self.cfg
+        e, cfg = self.settings.eval, self.settings
         if not e.cache_dir:
             return None
         settings = {"max_new_tokens": self.max_new_tokens, "batch_size": e.batch_size,
@@ -365,19 +397,19 @@ class Trainer:
         return EvalCache(str(e.cache_dir), cache_key(self.policy, self.heldout, settings))
 
     def _print_progress(self, m: dict[str, float]) -> None:
-        if self.step % self.cfg.log_every and self.step != self.cfg.end_step:
+        if self.step % self.settings.log_every and self.step != self.settings.end_step:
             return
         # No loss: at ratio 1 it is minus the mean of group-centred advantages, about 0 at every step
         # (README, The GRPO step); the gradient norm shows the update's size.
         kl = f"kl {m['kl']:.2e}" if "kl" in m else "kl off"  # early KL is ~1e-5: fixed decimals would read 0
-        print(f"step {self.step}/{self.cfg.steps} | reward {m['reward']:+.3f} ± {m['reward_std']:.3f} | "
+        print(f"step {self.step}/{self.settings.steps} | reward {m['reward']:+.3f} ± {m['reward_std']:.3f} | "
               f"{kl} | grad norm {m['grad_norm']:.3f} | {m['step_time']:.2f} s", flush=True)
 
     # ---------------------------------------------------------------- checkpoints
     def save_checkpoint(self, weights_only: bool = False) -> Path:
         """checkpoint.dir/step_NNNNNN: the model folder, its config.yaml and (unless `weights_only`: the
         final save of checkpoint.weights_only, which no run resumes from) the trainer state."""
-        c = self.cfg.checkpoint
+        c = self.settings.checkpoint
         directory = Path(c.dir) / f"step_{self.step:06d}"
         if weights_only:
             save_pretrained(self.policy, self.tokenizer, directory,
@@ -386,21 +418,17 @@ class Trainer:
         else:
             save_pretrained(self.policy, self.tokenizer, directory)
             torch.save(self.state_dict(), directory / TRAINER_STATE_FILE)
-        save_config(self.cfg.resolved, directory)
+        save_config(self.settings.resolved, directory)
         return directory
 
-    def resume(self, directory: str | Path) -> None:
-        """Continue the run save_checkpoint() wrote to `directory`, once its config is checked against
-        this one (rookworld/resume_check.py): the policy's weights, then the trainer state (the reference
+    def resume_from(self, point: ResumePoint) -> None:
+        """Continue the run save_checkpoint() wrote to `point.directory` (its config checked against this one by
+        the assembly, rookworld/resume_check.py): the policy's weights, then the trainer state (the reference
         stays the starting policy unless the state carries a synced one)."""
-        check_checkpoint_folder(directory)
-        allowed, accepted = check_resume(self.cfg, directory)
-        if accepted:
-            print("resume: resume_check.accept_changes=true accepts changes against the checkpoint: "
-                  + ", ".join(f"{key} ({old!r} -> {new!r})" for key, (old, new) in accepted.items()), flush=True)
+        directory = point.directory
         # Logged when the run starts (fit): the trainer is built before its MLflow run opens.
-        self.resume_changes = {"accepted": {k: list(v) for k, v in accepted.items()},
-                               "allowed": {k: list(v) for k, v in allowed.items()}}
+        self.resume_changes = {"accepted": {k: list(v) for k, v in point.accepted.items()},
+                               "allowed": {k: list(v) for k, v in point.allowed.items()}}
         saved, _ = load_model(path=directory, device=self.device, dtype="float32")
         self.policy.load_state_dict(saved.state_dict())
         self.load_state_dict(torch.load(Path(directory) / TRAINER_STATE_FILE, weights_only=False))

@@ -10,7 +10,7 @@ import chess
 import pytest
 
 from rookworld.commands import annotate
-from rookworld.commands.action_value_agreement import Comparison, compare
+from rookworld.commands.action_value_agreement import LabelComparison, compare
 from rookworld.data.action_values import action_values, block_path
 from rookworld.data.positions import BUNDLED_DIR
 from rookworld.data.records import read_jsonl, write_jsonl
@@ -155,4 +155,4 @@ def test_the_agreement_check_compares_with_the_labels_as_its_docs_say() -> None:
     assert result.value_error == pytest.approx((abs(lichess(20) - lichess(30)) + abs(lichess(40) - lichess(28))) / 2)
     assert not compare(record, [["g1f3", 0.5], ["e2e4", 0.2], ["d2d4", 0.1]], tolerance=0.05).best_agrees
     mate = {"candidates": [{"move": "a1a8", "eval": 999.99}]}
-    assert compare(mate, [["a1a8", 999.99], ["a1a2", 3.0]], tolerance=0.05) == Comparison(True, 0.0, 0.0)
+    assert compare(mate, [["a1a8", 999.99], ["a1a2", 3.0]], tolerance=0.05) == LabelComparison(True, 0.0, 0.0)

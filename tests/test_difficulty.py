@@ -9,12 +9,12 @@ import random
 import pytest
 
 from rookworld.config import compose, load_run
-from rookworld.data.difficulty import Difficulty, pass_rates_of, read_pass_rates, write_pass_rates
+from rookworld.data.difficulty import DifficultyState, pass_rates_of, read_pass_rates, write_pass_rates
 from rookworld.commands.pass_rates import main as pass_rates_main
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.specs.rules import ConfigError
 from rookworld.tasks import perfect_completion, solves
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
 
@@ -50,7 +50,7 @@ def reference_epochs(difficulty: Difficulty, epochs: int) -> list:
 @pytest.mark.parametrize("weight", [0.0, 0.5])
 @pytest.mark.parametrize("curriculum", ["none", "easy_first"])
 def test_the_sampler_draws_what_the_epoch_by_epoch_reference_draws(weight: float, curriculum: str) -> None:
-    difficulty = Difficulty(0.0, 1.0, weight, curriculum, RATES, seed=SEED)
+    difficulty = DifficultyState(0.0, 1.0, weight, curriculum, RATES, seed=SEED)
     expected = reference_epochs(difficulty, epochs=5)
     live = sampler(difficulty)
     drawn = [p for _ in expected for p in live.sample(1)]  # one at a time: a batch's order is shuffled
@@ -61,7 +61,7 @@ def test_the_sampler_draws_what_the_epoch_by_epoch_reference_draws(weight: float
 
 
 def test_easy_first_visits_the_starting_pass_rates_from_highest_to_lowest_unknown_last() -> None:
-    difficulty = Difficulty(0.0, 1.0, 1.0, "easy_first", RATES, seed=SEED)
+    difficulty = DifficultyState(0.0, 1.0, 1.0, "easy_first", RATES, seed=SEED)
     live = sampler(difficulty)
     epoch = [p.prompt_text for _ in PROBLEMS for p in live.sample(1)]
     rates = [RATES.get(prompt, -1.0) for prompt in epoch]
@@ -69,13 +69,13 @@ def test_easy_first_visits_the_starting_pass_rates_from_highest_to_lowest_unknow
 
 
 def test_the_filter_follows_the_refreshed_estimates_and_a_resumed_sampler_draws_alike() -> None:
-    difficulty = Difficulty(0.0, 1.0, 0.0, "none", {}, seed=SEED)
+    difficulty = DifficultyState(0.0, 1.0, 0.0, "none", {}, seed=SEED)
     live = sampler(difficulty)
     first = live.sample(6)
     difficulty.record([first[0], first[0], first[1], first[1]], [True, True, False, False], group_size=2)
     assert difficulty.estimates == {first[0].prompt_text: 1.0, first[1].prompt_text: 0.0}
     state = live.state_dict()
-    resumed = sampler(Difficulty(0.0, 1.0, 0.0, "none", {}, seed=SEED))
+    resumed = sampler(DifficultyState(0.0, 1.0, 0.0, "none", {}, seed=SEED))
     resumed.load_state_dict(json.loads(json.dumps(state)))
     later = [p.prompt_text for p in live.sample(40)]
     assert [p.prompt_text for p in resumed.sample(40)] == later
@@ -83,7 +83,7 @@ def test_the_filter_follows_the_refreshed_estimates_and_a_resumed_sampler_draws_
 
 
 def test_a_filter_that_drops_every_problem_says_so() -> None:
-    difficulty = Difficulty(0.0, 1.0, 0.0, "none", {p.prompt_text: 0.0 for p in PROBLEMS}, seed=SEED)
+    difficulty = DifficultyState(0.0, 1.0, 0.0, "none", {p.prompt_text: 0.0 for p in PROBLEMS}, seed=SEED)
     with pytest.raises(ValueError, match=r"^difficulty.filter: all 24 P: problems are out of band"):
         sampler(difficulty).sample(1)
 
@@ -114,7 +114,7 @@ def test_pass_rates_count_exact_completions_per_group() -> None:
 
 def test_a_training_step_refreshes_the_estimates_of_the_problems_it_sampled(tmp_path) -> None:
     cfg = tiny_config(tmp_path, "task_mix=policy_only", "difficulty=filter")  # P: cut at 24 tokens: never solved
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     metrics, _ = trainer.train_step(0)
     assert list(trainer.sampler.difficulty.estimates.values()) == [0.0] * cfg.prompts_per_step
     assert (metrics["difficulty/pass_rate"], metrics["difficulty/in_band"]) == (0.0, 0.0)

@@ -8,7 +8,7 @@ from hydra import compose, initialize_config_dir
 
 from rookworld.config import validate
 from rookworld.specs.rules import ConfigError
-from rookworld.divergence import Guards
+from rookworld.divergence import Detectors
 from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, KL_FAILURE,
                                 NAN_FAILURE)
 from rookworld.train import run
@@ -37,7 +37,7 @@ def healthy_series(steps: int = 200, seed: int = 0) -> list[dict[str, float]]:
     return series
 
 
-def first_stop(guards: Guards, series, nonfinite_steps=()) -> tuple[int, tuple[str, str]] | None:
+def first_stop(guards: Detectors, series, nonfinite_steps=()) -> tuple[int, tuple[str, str]] | None:
     for step, metrics in enumerate(series, start=1):
         stop = guards.check(metrics, step in nonfinite_steps)
         if stop is not None:
@@ -47,7 +47,7 @@ def first_stop(guards: Guards, series, nonfinite_steps=()) -> tuple[int, tuple[s
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_no_detector_fires_on_a_healthy_run(seed):
-    assert first_stop(Guards(default_guards(), KL_MAX, 2), healthy_series(seed=seed)) is None
+    assert first_stop(Detectors(default_guards(), KL_MAX, 2), healthy_series(seed=seed)) is None
 
 
 def with_changes(series, start: int, **change) -> list[dict[str, float]]:
@@ -60,11 +60,11 @@ def test_kl_growth_fires_before_kl_max_is_crossed():
     # KL doubling every 3 steps from step 40 on: crosses kl.max = 5 at about step 60
     series = with_changes(healthy_series(), 40, kl=lambda t, v: 0.05 * 2 ** ((t - 40) / 3))
     crossing = next(t for t, m in enumerate(series, start=1) if m["kl"] > KL_MAX)
-    step, (outcome, reason) = first_stop(Guards(default_guards(), KL_MAX, 2), series)
+    step, (outcome, reason) = first_stop(Detectors(default_guards(), KL_MAX, 2), series)
     assert outcome == DIVERGED_KL_GROWTH and step < crossing
     assert series[step - 1]["kl"] < KL_MAX and "kl.max=5" in reason
     # without the growth detector, the ceiling stops it only once it is above kl.max
-    late, (ceiling, _) = first_stop(Guards(default_guards("guards.kl_growth.window=0"), KL_MAX, 2), series)
+    late, (ceiling, _) = first_stop(Detectors(default_guards("guards.kl_growth.window=0"), KL_MAX, 2), series)
     assert ceiling == KL_FAILURE and late > crossing
 
 
@@ -74,14 +74,14 @@ def test_kl_growth_fires_before_kl_max_is_crossed():
                                ">= 0.5 (0.1 x kl.max=5)")])
 def test_the_kl_growth_reason_names_the_steps_it_compared(kl, step, says):
     """A run shorter than the window compares its few steps with the kl of 0 it starts at, and says so."""
-    guards = Guards(default_guards("guards.kl_growth.window=5", "guards.kl_growth.factor=2",
+    guards = Detectors(default_guards("guards.kl_growth.window=5", "guards.kl_growth.factor=2",
                                    "guards.kl_growth.min_fraction=0.1"), KL_MAX, 2)
     assert first_stop(guards, [{"kl": value} for value in kl]) == (step, (DIVERGED_KL_GROWTH, says))
 
 
 def test_a_slow_rise_to_a_steady_high_kl_is_not_growth():
     series = with_changes(healthy_series(), 0, kl=lambda t, v: min(0.02 * t, 2.0))  # 0 -> 2.0 over 100 steps
-    assert first_stop(Guards(default_guards(), KL_MAX, 2), series) is None
+    assert first_stop(Detectors(default_guards(), KL_MAX, 2), series) is None
 
 
 @pytest.mark.parametrize("metric, change, outcome", [
@@ -91,36 +91,36 @@ def test_a_slow_rise_to_a_steady_high_kl_is_not_growth():
 ])
 def test_each_detector_fires_on_its_own_collapse(metric, change, outcome):
     series = with_changes(healthy_series(), 60, **{metric: change})
-    step, (stopped, reason) = first_stop(Guards(default_guards(), KL_MAX, 2), series)
+    step, (stopped, reason) = first_stop(Detectors(default_guards(), KL_MAX, 2), series)
     assert stopped == outcome and 60 < step <= 72, (step, reason)
     assert metric in reason
 
 
 def test_a_single_grad_norm_spike_is_tolerated():
     series = with_changes(healthy_series(), 60, grad_norm=lambda t, v: 50.0 if t == 60 else v)
-    assert first_stop(Guards(default_guards(), KL_MAX, 2), series) is None
+    assert first_stop(Detectors(default_guards(), KL_MAX, 2), series) is None
 
 
 def test_non_finite_steps_and_the_kl_ceiling():
     series = healthy_series(20)
-    step, (outcome, _) = first_stop(Guards(default_guards(), KL_MAX, 2), series, nonfinite_steps={5, 6, 7})
+    step, (outcome, _) = first_stop(Detectors(default_guards(), KL_MAX, 2), series, nonfinite_steps={5, 6, 7})
     assert (step, outcome) == (7, NAN_FAILURE)
     nan_entropy = with_changes(series, 10, entropy=lambda t, v: math.nan)
-    assert first_stop(Guards(default_guards(), KL_MAX, 2), nan_entropy)[1][0] == NAN_FAILURE
+    assert first_stop(Detectors(default_guards(), KL_MAX, 2), nan_entropy)[1][0] == NAN_FAILURE
     nan_kl = with_changes(series, 10, kl=lambda t, v: math.nan)  # the NaN guard's, though kl.max_steps_above=2 < 3
-    assert first_stop(Guards(default_guards(), KL_MAX, 2), nan_kl) == (13, (NAN_FAILURE, "3 non-finite steps in a row"))
+    assert first_stop(Detectors(default_guards(), KL_MAX, 2), nan_kl) == (13, (NAN_FAILURE, "3 non-finite steps in a row"))
     above = with_changes(series, 10, kl=lambda t, v: 6.0)
-    guards = Guards(default_guards("guards.kl_growth.window=0"), KL_MAX, 2)
+    guards = Detectors(default_guards("guards.kl_growth.window=0"), KL_MAX, 2)
     assert first_stop(guards, above) == (12, (KL_FAILURE, "kl=6 > kl.max=5.0 for 2 step(s)"))
-    assert first_stop(Guards(default_guards(), None, 2), above) is None  # kl=none: no KL detectors
+    assert first_stop(Detectors(default_guards(), None, 2), above) is None  # kl=none: no KL detectors
 
 
 def test_guard_state_survives_a_checkpoint():
     series = with_changes(healthy_series(), 60, reward=lambda t, v: -0.3)
-    straight = first_stop(Guards(default_guards(), KL_MAX, 2), series)
-    first = Guards(default_guards(), KL_MAX, 2)
+    straight = first_stop(Detectors(default_guards(), KL_MAX, 2), series)
+    first = Detectors(default_guards(), KL_MAX, 2)
     assert first_stop(first, series[:64]) is None
-    resumed = Guards(default_guards(), KL_MAX, 2)
+    resumed = Detectors(default_guards(), KL_MAX, 2)
     resumed.load_state_dict(first.state_dict())
     step, stop = first_stop(resumed, series[64:])
     assert (64 + step, stop) == straight

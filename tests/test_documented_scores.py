@@ -21,7 +21,7 @@ STATED_IN = ("README.md", "docs/sweeps.md", "sweeps/smoke.yaml")
 # "untrained ..., 0.4505" with no other digit between, and the summary's line "... untrained model (eval/score at
 # step 0): <best> against 0.4505"
 UNTRAINED = (re.compile(r"untrained\D{0,80}?(\d\.\d{3,})"),
-             re.compile(r"untrained model \(eval/score at step 0\): \S+ against (\d\.\d{3,})"))
+             re.compile(r"untrained model \(objective at step 0\): \S+ against (\d\.\d{3,})"))
 
 
 @pytest.fixture(scope="module")

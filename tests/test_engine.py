@@ -197,14 +197,14 @@ def test_labels_do_not_depend_on_the_order_or_the_process() -> None:
 
 def test_label_stability_curve_and_choice(capsys: pytest.CaptureFixture) -> None:
     from rookworld.commands import label_stability
-    from rookworld.commands.label_stability import Step, choose_nodes
+    from rookworld.commands.label_stability import StabilityStep, choose_nodes
 
     label_stability.main(["--sample", "4", "--ladder", "2000", "4000", "8000", "--engine-path", STOCKFISH])
     table = capsys.readouterr().out
     assert table.count("\n| ") == 3 and "| 8,000 | - | - | 100.0% |" in table
 
-    def step(nodes: int, stays: float | None, seconds: float) -> Step:
-        return Step(nodes, stays, stays, 0.5, seconds)
+    def step(nodes: int, stays: float | None, seconds: float) -> StabilityStep:
+        return StabilityStep(nodes, stays, stays, 0.5, seconds)
 
     curve = [step(1, 0.60, 0.1), step(2, 0.70, 0.2), step(4, 0.71, 0.4), step(8, 0.80, 0.8), step(16, None, 1.6)]
     assert choose_nodes(curve, 1.0, 0.02)[0] == 2       # 2 -> 4 gains 1 point: flat
@@ -234,7 +234,7 @@ def test_an_engine_needs_a_limit() -> None:
 
 def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     from rookworld.commands import agreement
-    from rookworld.commands.agreement import Step, choose_nodes
+    from rookworld.commands.agreement import AgreementStep, choose_nodes
 
     cache = tmp_path / "cache.json"
     argv = ["--sample", "4", "--reference-nodes", "20000", "--ladder", "2000", "20000", "--engine-path", STOCKFISH,
@@ -246,8 +246,8 @@ def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pyte
     agreement.main(argv)  # everything cached: nothing is analysed again
     assert cache.read_text() == stored and capsys.readouterr().out == table
 
-    def step(nodes: int, agrees: float, seconds: float) -> Step:
-        return Step(nodes, agrees, agrees, agrees, agrees, agrees, seconds)
+    def step(nodes: int, agrees: float, seconds: float) -> AgreementStep:
+        return AgreementStep(nodes, agrees, agrees, agrees, agrees, agrees, seconds)
 
     curve = [step(1, 0.6, 0.1), step(2, 0.75, 0.2), step(4, 0.82, 0.4), step(8, 0.85, 0.8)]
     assert choose_nodes(curve, 0.8)[0] == 4                # the smallest that reaches the target

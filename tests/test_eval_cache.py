@@ -6,7 +6,7 @@ import torch
 
 from rookworld.eval_cache import EvalCache
 from rookworld.tracking import make_tracker
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.config import load_run
 from rookworld.train import run
 from train_helpers import tiny_config
@@ -50,7 +50,7 @@ def test_reusing_the_evaluation_leaves_the_run_unchanged(tmp_path):
     states = []
     for name in ("computed", "reused"):
         cfg = tiny_config(tmp_path / name, "model=tiny", "steps=1", "tracking=none", f"eval.cache_dir={tmp_path}/cache")
-        trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+        trainer = build_run(load_run(cfg), make_tracker(cfg))
         trainer.fit()
         states.append(trainer.generator.get_state())
     assert len(list((tmp_path / "cache").glob("*.json"))) == 1
@@ -59,7 +59,7 @@ def test_reusing_the_evaluation_leaves_the_run_unchanged(tmp_path):
 
 def test_problem_scores_make_up_the_task_scores(tmp_path):
     cfg = tiny_config(tmp_path, "tracking=none", "eval.num_policy=3", "eval.num_arbiter=3")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     result = trainer.evaluate(0)
     scores, metrics = result.problem_scores, result.metrics
     assert len(scores) == 6

@@ -6,7 +6,7 @@ import torch
 
 from rookworld.grpo.advantages import EMARewardNormalizer, criterion_advantages, group_advantages
 from rookworld.grpo.kl import KLController, kl_per_token
-from rookworld.grpo.loss import LossNormalizer, Objective, clip_stats, clipped_surrogate, grpo_loss
+from rookworld.grpo.loss import LossInputs, LossNormalizer, LossSettings, clip_stats, clipped_surrogate, grpo_loss
 from rookworld.grpo.sampler_correction import sampler_weights
 from rookworld.specs.options import ADVANTAGE_STDS, KL_ESTIMATORS, LOSS_TYPES, SAMPLER_CORRECTIONS, SCALE_REWARDS
 
@@ -32,7 +32,7 @@ def slow_kl_term(logp, ref: float, estimator: str):
 
 def slow_loss(logp, old, ref, adv, mask, loss_type, beta, estimator):
     """The clipped surrogate + beta * KL alone: slow_objective with every other knob off."""
-    plain = Objective(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=1.0, sampler_correction="none",
+    plain = LossSettings(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=1.0, sampler_correction="none",
                       sampler_cap=1.0, kl_estimator=estimator, kl_bias_correction=False, entropy_bonus=False)
     no_entropy = [[torch.zeros(()) for _ in row] for row in logp]
     return slow_objective(logp, no_entropy, old, ref, adv, mask, old, plain, loss_type, beta, 0.0)
@@ -134,14 +134,14 @@ def test_whole_objective_and_gradients_match_slow_reference(loss_type, estimator
     logp, old, ref, adv, mask = random_batch(seed=5)
     g = torch.Generator().manual_seed(6)
     entropy, sampler = torch.rand(logp.shape, generator=g) * 2, old + 0.2 * torch.randn(logp.shape, generator=g)
-    spec = Objective(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=quantile,
+    spec = LossSettings(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=quantile,
                      sampler_correction=correction, sampler_cap=1.1, kl_estimator=estimator,
                      kl_bias_correction=bias, entropy_bonus=True)
     beta, coef = 0.1, 0.05
     fast_logp, fast_entropy = logp.clone().requires_grad_(True), entropy.clone().requires_grad_(True)
-    fast, stats = grpo_loss(fast_logp, old, ref, adv, mask, fast_entropy, spec,
-                            normalizer=LossNormalizer.for_batch(loss_type, mask, L_MAX), beta=torch.tensor(beta),
-                            entropy_coef=torch.tensor(coef), sampler_logp=sampler)
+    fast, stats = grpo_loss(LossInputs(fast_logp, old, ref, adv, mask, fast_entropy, sampler,
+                                       LossNormalizer.for_batch(loss_type, mask, L_MAX), beta=torch.tensor(beta),
+                                       entropy_coef=torch.tensor(coef)), spec)
     fast.backward()
 
     slow_logp, slow_entropy = logp.clone().requires_grad_(True), entropy.clone().requires_grad_(True)
@@ -158,12 +158,13 @@ def test_whole_objective_and_gradients_match_slow_reference(loss_type, estimator
 
 def test_the_objective_without_a_kl_term_ignores_the_reference():
     logp, old, ref, adv, mask = random_batch(seed=7)
-    spec = Objective(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=1.0, sampler_correction="none",
+    spec = LossSettings(epsilon_low=EPS_LOW, epsilon_high=EPS_HIGH, top_entropy_quantile=1.0, sampler_correction="none",
                      sampler_cap=1.0, kl_estimator=None, kl_bias_correction=False, entropy_bonus=False)
-    args = dict(normalizer=LossNormalizer.for_batch("grpo", mask, L_MAX), beta=torch.tensor(0.5),
-                entropy_coef=torch.tensor(0.1), sampler_logp=old)
-    with_ref, _ = grpo_loss(logp, old, ref, adv, mask, torch.ones_like(logp), spec, **args)
-    without, _ = grpo_loss(logp, old, None, adv, mask, torch.ones_like(logp), spec, **args)
+    args = dict(advantages=adv, mask=mask, entropy=torch.ones_like(logp), sampler_logp=old,
+                normalizer=LossNormalizer.for_batch("grpo", mask, L_MAX), beta=torch.tensor(0.5),
+                entropy_coef=torch.tensor(0.1))
+    with_ref, _ = grpo_loss(LossInputs(logp, old, ref, **args), spec)
+    without, _ = grpo_loss(LossInputs(logp, old, None, **args), spec)
     per_token, _ = clipped_surrogate(logp, old, adv, EPS_LOW, EPS_HIGH)
     assert with_ref.item() == without.item() == args["normalizer"].aggregate(per_token, mask).item()
 

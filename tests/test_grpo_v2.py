@@ -10,13 +10,12 @@ import chess
 import pytest
 import torch
 
-from rookworld.components import build_trainer
+from rookworld.components import build_learner, build_run
 from rookworld.config import load_run, validate
 from rookworld.specs.rules import ConfigError
 from rookworld.grpo.advantages import criterion_advantages, varying_groups, zero_std_share
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import kl_in_reward, kl_per_token
-from rookworld.grpo.learner import Learner
 from rookworld.grpo.sampler_correction import sampler_weights, weight_stats
 from rookworld.model.logprobs import token_logprobs
 from rookworld.rollout import generate_for_problems, stopped
@@ -209,7 +208,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.num_iterations=2", "grpo.num_minibatches=2",
                       "grpo.micro_batch_size=2", *KNOBS[knob])
     validate(cfg)
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     rows = trainer.sample_rows()
     rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, rows, trainer.max_new_tokens,
                                     generator=trainer.generator)
@@ -238,7 +237,7 @@ def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
                            {"estimator": kl.estimator, "bias_correction": kl.bias_correction},
                            (grpo.entropy.coef, math.inf))
     before = [p.detach().clone() for p in trainer.policy.parameters()]
-    trainer.learner.update(0, batch)
+    trainer.learner.update(0, batch, trainer.kl.beta(0))
     moved = sum((p - b).abs().sum().item() for p, b in zip(trainer.policy.parameters(), before))
     assert moved > 0
     for fast, slow in zip(trainer.policy.parameters(), expected):
@@ -256,7 +255,7 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
     cfg = tiny_config(tmp_path, "task_mix.P=0.5", "task_mix.A=0.5", "prompts_per_step=3",
                       "grpo.dynamic_sampling.enabled=true", "grpo.dynamic_sampling.max_rounds=12",
                       "sampling.temperature=1.5")  # the warm start answers most A: groups alike at 1.0
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     trained = []
     original = trainer.learner.update
 
@@ -278,7 +277,7 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
 def test_dynamic_sampling_skips_the_update_when_no_group_varies(tmp_path):
     cfg = tiny_config(tmp_path, "task_mix=policy_only", "grpo.dynamic_sampling.enabled=true",
                       "grpo.dynamic_sampling.max_rounds=2")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     before = [p.detach().clone() for p in trainer.policy.parameters()]
     metrics, nonfinite = trainer.train_step(0)
     assert not nonfinite and metrics["dynamic_sampling/batch_fill"] == 0.0 and metrics["loss"] == 0.0
@@ -289,14 +288,14 @@ def test_each_knob_runs_a_training_step_and_reports_its_metrics(tmp_path):
     cfg = tiny_config(tmp_path, "task_mix=env_only", "kl=fixed", "kl.placement=reward", "kl.estimator=k1",
                       "grpo.entropy.adaptive=true", "grpo.sampler_correction.mode=token_truncate")
     validate(cfg)
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     metrics, nonfinite = trainer.train_step(0)
     assert not nonfinite and math.isfinite(metrics["loss"])
     assert metrics["sampler/logp_gap_max"] < 1e-3  # CPU sampler and trainer: the same float32 math
     assert "entropy/coef" in metrics and 0 < metrics["entropy/trained_token_share"] <= 1
     cfg = tiny_config(tmp_path, "task_mix=env_only", "grpo.reward_aggregation=normalize_then_sum")
     validate(cfg)
-    metrics, _ = build_trainer(load_run(cfg), make_tracker(cfg)).train_step(0)
+    metrics, _ = build_run(load_run(cfg), make_tracker(cfg)).train_step(0)
     assert math.isfinite(metrics["loss"])
 
 
@@ -411,19 +410,20 @@ def test_micro_batch_size_leaves_the_update_unchanged(tmp_path):
     to float rounding (taken per micro-batch, as TRL does, they differed by 23-32% here)."""
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.num_iterations=2", "grpo.num_minibatches=2",
                       "grpo.top_entropy_quantile=0.4", "grpo.entropy.coef=0.05")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    run_spec = load_run(cfg)
+    trainer = build_run(run_spec, make_tracker(cfg))
     batch = sampled_batch(trainer)
     start = copy.deepcopy(trainer.policy.state_dict())
     gradients = {}
     for micro in (0, 1, 2, 3, 6):
         trainer.policy.load_state_dict(start)
-        spec = dataclasses.replace(trainer.cfg, grpo=dataclasses.replace(trainer.cfg.grpo, micro_batch_size=micro))
-        learner = Learner(spec, trainer.policy, trainer.reference, trainer.tokenizer, trainer.kl)
+        spec = dataclasses.replace(run_spec, grpo=dataclasses.replace(run_spec.grpo, micro_batch_size=micro))
+        learner = build_learner(spec, trainer.policy, trainer.reference, trainer.tokenizer)
         steps = []
         learner.optimizer.register_step_pre_hook(  # each optimizer step's gradient (max_grad_norm=0: unclipped)
             lambda optimizer, args, kwargs, steps=steps: steps.append(
                 torch.cat([p.grad.flatten() for p in trainer.policy.parameters()])))
-        metrics = read_metrics(learner.update(0, batch))
+        metrics = read_metrics(learner.update(0, batch, trainer.kl.beta(0)))
         assert 0 < metrics["entropy/trained_token_share"] < 1 and len(steps) == 4
         gradients[micro] = steps
     for micro in (1, 2, 3, 6):
@@ -436,11 +436,11 @@ def test_entropy_coef_is_the_one_in_force_and_the_gate_opens_after_the_first_mea
     bonus and logs coef 0; the next step logs the coefficient the first measurement moved."""
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.entropy.adaptive=true", "grpo.entropy.coef=0.02",
                       "grpo.entropy.target=9.0", "grpo.entropy.delta=0.01")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     batch = sampled_batch(trainer)
-    first = read_metrics(trainer.learner.update(0, batch))
+    first = read_metrics(trainer.learner.update(0, batch, trainer.kl.beta(0)))
     assert first["entropy/coef"] == 0.0
-    second = read_metrics(trainer.learner.update(1, batch))
+    second = read_metrics(trainer.learner.update(1, batch, trainer.kl.beta(1)))
     assert second["entropy/coef"] == pytest.approx(0.03)  # raised once: entropy <= target
     assert trainer.learner.entropy_bonus.coef.item() == pytest.approx(0.04)
 
@@ -449,12 +449,12 @@ def test_sampler_weights_are_logged_as_trl_names_them(tmp_path):
     """sampling/importance_sampling_ratio/min|mean|max: of the weights the loss used (pi_old / pi_sampler,
     truncated at the cap), over the completion tokens."""
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.sampler_correction.mode=token_truncate", "grpo.sampler_correction.cap=1.2")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     batch = sampled_batch(trainer)
     everything = torch.arange(len(batch.groups))
     with torch.no_grad():  # the sampling policy's log-probs: the policy before the update
         old = trainer.learner.logprobs("policy", batch.rows(everything), batch.broadcast_width(everything))
-    metrics = read_metrics(trainer.learner.update(0, batch))
+    metrics = read_metrics(trainer.learner.update(0, batch, trainer.kl.beta(0)))
     weights = sampler_weights(old, batch.sampler_logp, batch.mask, "token_truncate", 1.2)
     tokens = weights[batch.mask > 0]
     assert metrics["sampling/importance_sampling_ratio/min"] == pytest.approx(tokens.min().item(), rel=1e-5)
@@ -473,23 +473,24 @@ def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_
                       "kl.bias_correction=true", "grpo.num_iterations=2", "grpo.num_minibatches=2",
                       "grpo.top_entropy_quantile=0.5", "grpo.entropy.adaptive=true",
                       "grpo.entropy.target=9.0", "grpo.sampler_correction.mode=token_truncate")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    run_spec = load_run(cfg)
+    trainer = build_run(run_spec, make_tracker(cfg))
     batch = sampled_batch(trainer)
     shuffle = torch.Generator().manual_seed(cfg.seed + 1)  # the learner's shuffles of the two updates
     orders = [torch.randperm(6, generator=shuffle) for _ in range(4)]
     assert any(batch.broadcast_width(rows) == 0 for order in orders[2:] for rows in order.chunk(2))  # gathered
-    trainer.learner.update(0, batch)  # optimizer and entropy-bonus state to resume from
+    trainer.learner.update(0, batch, trainer.kl.beta(0))  # optimizer and entropy-bonus state to resume from
     torch.save({"policy": trainer.policy.state_dict(), **trainer.learner.state_dict()}, tmp_path / "state.pt")
     threads = torch.get_num_threads()
     torch.set_num_threads(os.cpu_count() or 1)  # torch's default
     try:
-        trainer.learner.update(1, batch)
+        trainer.learner.update(1, batch, trainer.kl.beta(1))
         saved = torch.load(tmp_path / "state.pt", weights_only=False)
         policy = copy.deepcopy(trainer.policy)
         policy.load_state_dict(saved["policy"])
-        learner = Learner(trainer.cfg, policy, trainer.reference, trainer.tokenizer, trainer.kl)
+        learner = build_learner(run_spec, policy, trainer.reference, trainer.tokenizer)
         learner.load_state_dict(saved)
-        learner.update(1, batch)
+        learner.update(1, batch, trainer.kl.beta(1))
     finally:
         torch.set_num_threads(threads)
     assert any(not torch.equal(a, b) for a, b in zip(policy.parameters(), saved["policy"].values()))
@@ -503,7 +504,7 @@ def test_the_entropy_bonus_is_aggregated_as_the_policy_loss_as_trl_does(tmp_path
     normalisation, about half of -c x the trained tokens' mean entropy (the normalisation before)."""
     cfg = tiny_config(tmp_path, *SHAPES, "grpo.top_entropy_quantile=0.5", "grpo.entropy.coef=0.05",
                       "grpo.cuda_graphs=false")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     batch = sampled_batch(trainer)
     batch.advantages = torch.zeros_like(batch.advantages)
     learner = trainer.learner

@@ -19,6 +19,8 @@
   Their `python -m` commands live apart, in rookworld/commands/.
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
+- No module imports a private part (a leading underscore) of another package, and every class name is
+  defined in one module only.
 - A name with a leading underscore is used only in the module that defines it (library, tests and
   tools alike): no `x._name` or `from m import _name` of another module's private name. Dunders are
   not private; `self._x` in a class of the module is its own (unless the class extends a class of
@@ -219,6 +221,27 @@ def stats_violations(modules: dict[str, Path]) -> list[str]:
             if found.split(".")[0] not in sys.stdlib_module_names and not within(found, STATS_MAY_IMPORT)]
 
 
+def outside_private_imports(modules: dict[str, Path]) -> list[str]:
+    """Imports of another package's private module or name (`from pkg._impl import f`, `from pkg import _f`),
+    anywhere in a module, bar `if TYPE_CHECKING:`: such a part may change or vanish in any release."""
+    problems = []
+    for name, path in sorted(modules.items()):
+        for found in sorted(imported_names(path, name.rpartition(".")[0])):
+            if not within(found, ("rookworld",)) and any(is_private(part) for part in found.split(".")):
+                problems.append(f"{name} imports {found}: a private part of another package")
+    return problems
+
+
+def repeated_class_names(modules: dict[str, Path]) -> list[str]:
+    """Class names defined in more than one module: each concept has one name, each name one concept."""
+    where: dict[str, list[str]] = {}
+    for name, path in sorted(modules.items()):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef):
+                where.setdefault(node.name, []).append(name)
+    return [f"class {cls} is defined in {', '.join(names)}" for cls, names in sorted(where.items()) if len(names) > 1]
+
+
 # ---------------------------------------------------------------- references outside the repository
 
 def scanned_files() -> list[Path]:
@@ -333,6 +356,15 @@ def private_name_uses(root: Path, folders: tuple[str, ...], bare: tuple[str, ...
 
 # ---------------------------------------------------------------- the checks
 
+def planted_package(tmp_path: Path, sources: dict[str, str]) -> Path:
+    """A package `rookworld` under `tmp_path` of `sources` (path inside it -> text): a layout to plant a violation in."""
+    root = tmp_path / "rookworld"
+    for relative, text in sources.items():
+        (root / relative).parent.mkdir(parents=True, exist_ok=True)
+        (root / relative).write_text(text)
+    return root
+
+
 def test_no_import_cycles():
     cycle = find_cycle(import_graph(package_modules()))
     assert cycle is None, "import cycle: " + " -> ".join(cycle)
@@ -360,10 +392,7 @@ def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
         "trainer.py": "def fit():\n    from omegaconf import OmegaConf\n",  # the planted violation
         "rollout.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from omegaconf import DictConfig\n",
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     modules = package_modules(root)
     problems = config_import_violations(modules, entry_points(modules))
     assert len(problems) == 1 and problems[0].startswith("rookworld.trainer imports omegaconf"), problems
@@ -381,10 +410,7 @@ def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
         "grpo/learner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rookworld.specs.run import RunSpec\n",
         "tasks/policy.py": "def score():\n    from rookworld.errors import as_command\n",  # the planted violation
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     assert folder_violations(import_graph(package_modules(root))) == [
         "rookworld.tasks.policy imports rookworld.errors: a library folder takes plain values, not the run's assembly"]
 
@@ -403,10 +429,7 @@ def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
         "stats/stages.py": "from rookworld.sweep.staged.stages import Item\n",
         "sweep/__init__.py": "import optuna\n",
     }
-    root = tmp_path / "rookworld"
-    for relative, text in sources.items():
-        (root / relative).parent.mkdir(parents=True, exist_ok=True)
-        (root / relative).write_text(text)
+    root = planted_package(tmp_path, sources)
     assert [problem.split(":")[0] for problem in stats_violations(package_modules(root))] == [
         "rookworld.stats.racing imports rookworld.data.records",
         "rookworld.stats.racing imports rookworld.data.records.read_jsonl",
@@ -415,6 +438,38 @@ def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
         "rookworld.stats.verdict imports optuna.trial",
         "rookworld.stats.verdict imports optuna.trial.TrialState",
     ]
+
+
+def test_no_module_imports_a_private_part_of_another_package():
+    problems = outside_private_imports(package_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_private_import_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {
+        "__init__.py": "", "space.py": "from hydra_plugins.hydra_optuna_sweeper._impl import create\n",
+        "kl.py": "from rookworld.grpo import _clamp\nfrom __future__ import annotations\n",  # our own: the name rule's
+        "loss.py": "def f():\n    from torch import _C\n",
+        "ok.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from torch._prims import x\n",
+    }
+    root = planted_package(tmp_path, sources)
+    assert [p.split(":")[0] for p in outside_private_imports(package_modules(root))] == [
+        "rookworld.loss imports torch._C", "rookworld.space imports hydra_plugins.hydra_optuna_sweeper._impl",
+        "rookworld.space imports hydra_plugins.hydra_optuna_sweeper._impl.create"]
+
+
+def test_every_class_name_is_defined_once():
+    problems = repeated_class_names(package_modules())
+    assert not problems, "\n".join(problems)
+
+
+def test_the_class_name_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {"__init__.py": "", "specs/__init__.py": "", "specs/guards.py": "class Guards:\n    pass\n",
+               "divergence.py": "class Guards:\n    class Inner:\n        pass\n", "trainer.py": "class Inner:\n    pass\n"}
+    root = planted_package(tmp_path, sources)
+    assert repeated_class_names(package_modules(root)) == [
+        "class Guards is defined in rookworld.divergence, rookworld.specs.guards",
+        "class Inner is defined in rookworld.divergence, rookworld.trainer"]
 
 
 def test_nothing_outside_the_sweep_imports_it():

@@ -8,7 +8,7 @@ import re
 import chess
 import pytest
 
-from rookworld.components import build_trainer, eval_problems, heldout_problems, positions_of, require_move_values
+from rookworld.components import build_run, eval_problems, heldout_problems, positions_of, require_move_values
 from rookworld.config import compose, load_run
 from rookworld.specs.rules import ConfigError
 from rookworld.evaluate import evaluate, problem_score, skill_metrics, task_scores
@@ -204,14 +204,16 @@ def test_the_total_is_the_weighted_sum_of_the_components_the_weights_name():
         assert result.total == pytest.approx(sum(parts[k] * v for k, v in result.components.items()))
 
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"policy_move_value": 0.6}, "MoveValueReward policy weights sum to 1.1"),
-    ({"loss_scale": 0.0}, "MoveValueReward.loss_scale=0.0: expected > 0"),
-    ({"policy_candidates": -0.05, "policy_eval_accuracy": 0.35}, "MoveValueReward.policy_candidates=-0.05"),
+@pytest.mark.parametrize("overrides, message", [
+    (["reward.policy_move_value=0.6"], "reward.policy_*: the policy weights sum to 1.1, expected 1.0"),
+    (["reward.loss_scale=0.0"], "reward.loss_scale=0.0: must be a number > 0"),
+    (["reward.policy_candidates=-0.05", "reward.policy_eval_accuracy=0.35"],
+     "reward.policy_candidates=-0.05: a weight must be a number >= 0"),
 ])
-def test_bad_settings_fail_in_one_line(kwargs, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        MoveValueReward(**kwargs)
+def test_bad_settings_fail_in_one_line(overrides, message):
+    with pytest.raises(ConfigError) as error:
+        load_run(compose(["reward=move_value", *overrides, "device=cpu"]))
+    assert str(error.value).startswith(message) and "\n" not in str(error.value), str(error.value)
 
 
 # ---- the data: action values in a P: record ---------------------------------------------------
@@ -415,4 +417,4 @@ def test_a_run_with_reward_move_value_trains_and_evaluates_on_valued_positions(t
 def test_a_run_with_reward_move_value_on_positions_without_values_fails_before_the_model_loads(tmp_path):
     with pytest.raises(ConfigError, match="reward=move_value needs action_values on every P: position: the bundled "
                                           "train positions has none for"):
-        build_trainer(load_run(tiny_config(tmp_path, "reward=move_value")), make_tracker(tiny_config(tmp_path)))
+        build_run(load_run(tiny_config(tmp_path, "reward=move_value")), make_tracker(tiny_config(tmp_path)))

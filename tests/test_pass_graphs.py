@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from rookworld.bench.checks import compare_graphed_update
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.config import load_run
 from rookworld.grpo.loss import LossNormalizer
 from rookworld.model.pass_graphs import pad_rows
@@ -20,7 +20,7 @@ from train_helpers import tiny_config
 
 def trainer_and_batch(tmp_path, *overrides):
     cfg = tiny_config(tmp_path, "task_mix=mixed", "kl=fixed", "kl.coef=0.1", *overrides)
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     rows = trainer.sample_rows()
     gen = generate_for_problems(trainer.decoder, trainer.tokenizer, rows, trainer.max_new_tokens,
                                 generator=trainer.generator).generation
@@ -32,7 +32,7 @@ def trainer_and_batch(tmp_path, *overrides):
 
 
 def loss_and_gradient(trainer, batch, bucket: int | None):
-    normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, batch.mask, 60)
+    normalizer = LossNormalizer.for_batch(trainer.settings.grpo.loss_type, batch.mask, 60)
     everything = torch.arange(batch.mask.shape[0])
     inputs, static = trainer.learner.pass_inputs(batch.rows(everything), normalizer, 0.1, batch.broadcast_width(everything))
     if bucket:

@@ -1,6 +1,5 @@
 """Reward levels on hand-built completions in the exact task formats (docs/tasks.md)."""
 import random
-import re
 from pathlib import Path
 
 import chess
@@ -9,7 +8,9 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from rookworld.data.move_cases import random_game_positions
+from rookworld.config import compose, load_run
 from rookworld.rewards import ExactReward, GraduatedReward, MoveValueReward, RewardResult
+from rookworld.specs.rules import ConfigError
 from rookworld.tasks.policy import MAX_CANDIDATES, format_eval
 from rookworld.tasks import (
     Candidate,
@@ -251,22 +252,20 @@ def test_arbiter_components_and_exact():
 
 # ---- configuration ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("kwargs, message", [
-    ({"policy_best_move": -0.1}, "policy_best_move=-0.1"),
-    ({"policy_best_move": 0.5}, "policy weights sum to 1.1"),
-    ({"arbiter_next_state": 0.5}, "arbiter weights sum to 0.9"),
-    ({"arbiter_reward": float("nan")}, "arbiter_reward=nan"),
-    ({"malformed_penalty": 0.3}, "malformed_penalty=0.3"),
-    ({"eval_scale": 0.0}, "eval_scale=0.0"),
+@pytest.mark.parametrize("overrides, message", [
+    (["reward.policy_best_move=-0.1"], "reward.policy_best_move=-0.1: a weight must be a number >= 0"),
+    (["reward.policy_best_move=0.5"], "reward.policy_*: the policy weights sum to 1.1, expected 1.0"),
+    (["reward.arbiter_next_state=0.5"], "reward.arbiter_*: the arbiter weights sum to 0.9, expected 1.0"),
+    (["reward.arbiter_reward=nan"], "reward.arbiter_reward=nan: a weight must be a number >= 0"),
+    (["reward.malformed_penalty=0.3"], "reward.malformed_penalty=0.3: must be in [-1, 0]"),
+    (["reward.eval_scale=0.0"], "reward.eval_scale=0.0: must be a number > 0"),
+    (["reward=exact", "reward.malformed_penalty=-2.0"], "reward.malformed_penalty=-2.0: must be in [-1, 0]"),
 ])
-def test_graduated_rejects_bad_weights(kwargs, message):
-    with pytest.raises(ValueError, match=re.escape(message)):
-        GraduatedReward(**kwargs)
-
-
-def test_exact_rejects_bad_penalty():
-    with pytest.raises(ValueError, match="malformed_penalty=-2"):
-        ExactReward(malformed_penalty=-2.0)
+def test_the_reward_spec_refuses_bad_settings_in_one_line(overrides, message):
+    """The spec checks the settings when the config loads, before any model or data (the scorer trusts them)."""
+    with pytest.raises(ConfigError) as error:
+        load_run(compose([*overrides, "device=cpu"]))
+    assert str(error.value).startswith(message) and "\n" not in str(error.value), str(error.value)
 
 
 @pytest.mark.filterwarnings("ignore::UserWarning")

@@ -1,7 +1,7 @@
 """Rows scored while the GPU generates the rest get the rewards they would get afterwards."""
 import torch
 
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.config import load_run
 from rookworld.model.fast_sampling import StaticDecoder
 from rookworld.rollout import decode_completions
@@ -12,7 +12,7 @@ from train_helpers import tiny_config
 
 def test_rows_scored_during_generation_match_scoring_after_it(tmp_path):
     cfg = tiny_config(tmp_path, "prompts_per_step=4")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     # The CUDA decoder's loop (checks and early reports) on the CPU: P: rows stop at their 24-token
     # cap while A: rows run on.
     trainer.decoder = StaticDecoder(trainer.policy, check_every=4)

@@ -91,13 +91,12 @@ def test_the_sft_optimizer_is_a_group_choice_sgd_included():
     """`python -m rookworld.sft optimizer=sgd` builds SGD (the pre-training AdamW settings are an option of
     the optimizer group, not keys on top of whichever optimizer is chosen); the default is unchanged."""
     from rookworld.config import load_sft
-    from rookworld.optim import build_optimizer
 
     default = load_sft(sft_config()).optimizer
     assert (default.name, default.lr, tuple(default.betas), default.weight_decay, default.warmup_steps,
             default.min_lr_ratio) == ("adamw", 3e-4, (0.9, 0.95), 0.1, 100, 0.1)
     sgd = load_sft(sft_config("optimizer=sgd", "optimizer.lr=0.01")).optimizer
-    optimizer = build_optimizer(torch.nn.Linear(2, 2).parameters(), sgd)
+    optimizer = sgd.build(torch.nn.Linear(2, 2).parameters())
     assert isinstance(optimizer, torch.optim.SGD) and optimizer.defaults["momentum"] == 0.9
     assert load_sft(sft_config("experiment=sft_rookworld_tiny")).optimizer.lr == 1.5e-3
 

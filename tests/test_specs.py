@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
+import typing
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,7 @@ from rookworld.config import compose, load_run
 from rookworld.specs.rules import ConfigError
 from rookworld.specs.kl import KLAdaptive, KLFixed, KLNone
 from rookworld.specs.optimizer import AdamW
+from rookworld.specs.run import RunSpec
 
 CONF = Path(__file__).resolve().parents[1] / "conf"
 OPTION_GROUPS = ("kl", "model", "optimizer", "data", "reward", "tracking")
@@ -83,3 +86,74 @@ def test_the_resolved_config_is_what_a_checkpoint_stores():
     assert spec.resolved["kl"]["target"] == spec.kl.target and spec.resolved["checkpoint"]["dir"] == "/tmp/x"
     assert "hydra" not in spec.resolved
     assert re.fullmatch(r"\$\{hydra:.*\}/checkpoints", load_run(compose(["device=cpu"])).checkpoint.dir)
+
+
+REFUSED = {  # one refused value of every spec a RunSpec holds: the start of its one-line message
+    "RunSpec": (["steps=-1"], "steps=-1: must be >= 0"),
+    "Checkpoint": (["checkpoint.every=-1"], "checkpoint.every=-1: must be >= 0"),
+    "ResumeCheck": (["resume_check.accept_changes=yes"], "resume_check.accept_changes='yes': expected true or false"),
+    "Objective": (["objective.metric=score"], "objective.metric='score': must name an evaluation metric"),
+    "HubModel": (["model.dtype=float16"], "model.dtype='float16': expected one of"),
+    "FolderModel": (["model=rookworld_tiny", "model.dtype=half"], "model.dtype='half': expected one of"),
+    "RandomModel": (["model=tiny", "model.dtype=half"], "model.dtype='half': expected one of"),
+    "TinyShape": (["model=tiny", "model.tiny.n_embd=65"], "model.tiny.n_embd=65: must be a multiple of model.tiny.n_head=2"),
+    "GRPO": (["grpo.group_size=1"], "grpo.group_size=1: must be an integer >= 2"),
+    "Entropy": (["grpo.entropy.coef=-1"], "grpo.entropy.coef=-1: must be a number >= 0"),
+    "DynamicSampling": (["grpo.dynamic_sampling.max_rounds=0"], "grpo.dynamic_sampling.max_rounds=0: must be an integer"),
+    "SamplerCorrection": (["grpo.sampler_correction.cap=0.5"], "grpo.sampler_correction.cap=0.5: must be a number >= 1"),
+    "RewardNorm": (["grpo.reward_norm.momentum=1"], "grpo.reward_norm.momentum=1: must be in [0, 1)"),
+    "Sampling": (["sampling.top_p=0"], "sampling.top_p=0: must be in (0, 1]"),
+    "Graduated": (["reward.policy_best_move=0.5"], "reward.policy_*: the policy weights sum to 1.1, expected 1.0"),
+    "Exact": (["reward=exact", "reward.malformed_penalty=0.5"], "reward.malformed_penalty=0.5: must be in [-1, 0]"),
+    "MoveValue": (["reward=move_value", "reward.loss_scale=0"], "reward.loss_scale=0: must be a number > 0"),
+    "KLNone": (["kl=none", "kl.kind=fixed"], "kl.kind='fixed': the kl option is none"),
+    "KLFixed": (["kl.coef=-1"], "kl.coef=-1: must be >= 0"),
+    "KLAdaptive": (["kl=adaptive", "kl.horizon=0"], "kl.horizon=0: adaptive KL needs a horizon > 0"),
+    "AdamW": (["optimizer.lr=-1"], "optimizer.lr=-1: must be a positive finite number"),
+    "SGD": (["optimizer=sgd", "optimizer.momentum=-0.1"], "optimizer.momentum=-0.1: must be in [0, 1)"),
+    "TaskMix": (["task_mix.P=0.5"], "task_mix="),
+    "BundledData": (["data.arbiter_pool_size=0"], "data.arbiter_pool_size=0: must be >= 1"),
+    "RookWorld7MData": (["data=rookworld7m", "data.heldout=nope"], "data.heldout='nope': expected one of"),
+    "Difficulty": (["difficulty.low=2"], "difficulty.low=2: must be in [0, 1]"),
+    "Eval": (["eval.batch_size=0"], "eval.batch_size=0: must be >= 1"),
+    "Guards": (["guards.max_nonfinite_steps=0"], "guards.max_nonfinite_steps=0: must be an integer >= 1"),
+    "KLGrowth": (["guards.kl_growth.factor=1"], "guards.kl_growth.factor=1: must be a number > 1"),
+    "EntropyCollapse": (["guards.entropy.min_ratio=1.5"], "guards.entropy.min_ratio=1.5: must be in (0, 1)"),
+    "GradNormSpike": (["guards.grad_norm.steps_above=0"], "guards.grad_norm.steps_above=0: must be an integer >= 1"),
+    "RewardDrop": (["guards.reward.drop=0"], "guards.reward.drop=0: must be a number > 0"),
+    "NoTracking": (["tracking=none", "tracking.backend=mlflow"], "tracking.backend='mlflow': the tracking option is none"),
+    "MLflowTracking": (["tracking=mlflow", "tracking.log_checkpoint=maybe"], "tracking.log_checkpoint='maybe': expected true or false"),
+}
+
+
+def run_spec_classes() -> set[str]:
+    """The names of every spec class a RunSpec holds, its own included (through the options' unions)."""
+    seen: set[str] = set()
+
+    def walk(kind) -> None:
+        if typing.get_origin(kind) in (typing.Union, types.UnionType):
+            for member in typing.get_args(kind):
+                walk(member)
+        elif dataclasses.is_dataclass(kind) and kind.__name__ not in seen:
+            seen.add(kind.__name__)
+            hints = typing.get_type_hints(kind)
+            for spec_field in dataclasses.fields(kind):
+                walk(hints[spec_field.name])
+
+    walk(RunSpec)
+    return seen
+
+
+def test_every_spec_has_a_refused_value():
+    assert run_spec_classes() == set(REFUSED)
+
+
+@pytest.mark.parametrize("spec", sorted(REFUSED))
+def test_each_spec_refuses_a_bad_value_in_one_line_before_any_model_loads(spec):
+    """load_run builds the specs only (no model, no data read beyond the files' existence): the value is
+    refused there, in one line naming it."""
+    overrides, line = REFUSED[spec]
+    with pytest.raises(ConfigError) as error:
+        load_run(compose([*overrides, "device=cpu"]))
+    message = str(error.value)
+    assert message.startswith(line) and "\n" not in message, message

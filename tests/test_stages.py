@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.config import load_run
 from rookworld.specs.rules import ConfigError
 from rookworld.sweep.running.launch import check_position_blocks
@@ -21,7 +21,7 @@ PREFIX_RUN = ["steps=3", "task_mix=env_only", "kl=fixed", "kl.coef=0.05", "kl.wa
 
 def make_trainer(tmp_path: Path, *overrides: str):
     cfg = tiny_config(tmp_path, *overrides)
-    return build_trainer(load_run(cfg), make_tracker(cfg))
+    return build_run(load_run(cfg), make_tracker(cfg))
 
 
 def test_paired_seeds_give_two_configurations_the_same_problem_order(tmp_path: Path) -> None:

@@ -34,7 +34,8 @@ from sweep_helpers import (
     with_password,
 )
 
-from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STALE_ATTR, finished_count, open_storage
+from rookworld.sweep.storage.study import (FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STALE_ATTR,
+                                           finished_count, open_storage)
 from rookworld.tracking import OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STOP_REASON_TAG, TRIAL_TAG
 
 JOURNAL = "journal:outputs/optuna/smoke.journal"
@@ -212,6 +213,33 @@ def test_a_swept_group_whose_choices_compose_the_same_config_is_refused_in_one_l
                              "choices mixed and balanced compose the same trial config (keys laid over the group win "
                              "over its choice: set its default with `override /task_mix: ...` in the defaults)\n")
     assert not (tmp_path / "outputs").exists()
+
+
+@pytest.mark.slow
+def test_a_sweep_on_another_metric_ranks_prunes_and_reports_that_metric(tmp_path: Path) -> None:
+    """objective.metric=eval/A/score: each trial's value is its run's final eval/A/score, its standard error
+    eval/A/score_se, what the pruner saw (trial.metric follows objective.metric) the step-1 eval/A/score, and
+    the summary's start the step-0 eval/A/score: the one objective, read from the run's result everywhere."""
+    from mlflow import MlflowClient
+
+    command = sweep_command("objective.metric=eval/A/score", "steps=2", "eval.every=1", "hydra/sweeper/sampler=grid",
+                            "optimizer.lr=choice(1e-5,1e-4)", "kl.coef=choice(0.04)", "sampling.temperature=choice(1.0)",
+                            "hydra.sweeper.n_trials=2", "hydra.sweeper.n_jobs=1")
+    result = subprocess.run(command, cwd=tmp_path, env=subprocess_env(), capture_output=True, text=True, timeout=1200)
+    assert result.returncode == 0, result.stderr[-4000:]
+    study = load_study(f"journal:{tmp_path}/outputs/optuna/smoke.journal")
+    client = MlflowClient(tracking_uri=f"sqlite:///{tmp_path / 'mlflow.db'}")
+    children = {int(r.data.tags[TRIAL_TAG]): r for r in mlflow_runs(tmp_path) if r.data.tags.get(ROLE_TAG) == "trial"}
+    for trial in study.trials:
+        run = children[trial.number]
+        metrics = run.data.metrics
+        history = {m.step: m.value for m in client.get_metric_history(run.info.run_id, "eval/A/score")}
+        assert trial.state == TrialState.COMPLETE and trial.value == metrics["objective"] == history[2]
+        assert trial.user_attrs[OBJECTIVE_SE_ATTR] == metrics["objective/stderr"] == metrics["eval/A/score_se"]
+        assert trial.intermediate_values == {1: history[1]}
+        assert metrics["objective/start"] == history[0]
+    best = max(study.trials, key=lambda t: t.value)
+    assert f"Best: trial {best.number}, objective {best.value:.4g}" in result.stdout, result.stdout
 
 
 @pytest.mark.slow

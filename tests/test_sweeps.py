@@ -446,8 +446,8 @@ def test_the_slot_occupancy_counts_the_trials_at_once_on_each_gpu_over_its_busy_
 
 
 def test_the_summary_says_when_the_best_is_worse_than_the_untrained_model_or_the_baseline(tmp_path: Path) -> None:
-    """Child runs in a real sqlite MLflow store: the untrained model's score is each run's eval/score at step 0
-    (objective - change/eval_score); the smoke sweep's best once fell below it and nothing said so."""
+    """Child runs in a real sqlite MLflow store: the untrained model's score is each run's objective at step 0
+    (objective/start, the trainer logs it); the smoke sweep's best once fell below it and nothing said so."""
     from mlflow import MlflowClient
 
     from rookworld.sweep.report.summary import summarise_children
@@ -456,19 +456,19 @@ def test_the_summary_says_when_the_best_is_worse_than_the_untrained_model_or_the
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     experiment = client.create_experiment("sweep", artifact_location=str(tmp_path / "mlruns"))
     parent = client.create_run(experiment).info.run_id
-    for trial, (objective, change) in enumerate([(0.3542, -0.0026), (0.3401, -0.0167)]):
+    for trial, (objective, start) in enumerate([(0.3542, 0.3568), (0.3401, 0.3568)]):
         run = client.create_run(experiment, tags={PARENT_TAG: parent, TRIAL_TAG: str(trial), OUTCOME_TAG: "success"})
         client.log_metric(run.info.run_id, "objective", objective)
-        client.log_metric(run.info.run_id, "change/eval_score", change)
+        client.log_metric(run.info.run_id, "objective/start", start)
     text = summary_markdown(summarise_children(client, parent))
-    assert "The best is WORSE than the untrained model (eval/score at step 0): 0.3542 against 0.3568 (-0.0026): " \
+    assert "The best is WORSE than the untrained model (objective at step 0): 0.3542 against 0.3568 (-0.0026): " \
            "no trial improved on it." in text, text
 
     search = TrialRow(0, "success", 0.62, {}, state="COMPLETE", start=0.558, stage=SEARCH, config="0")
     raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=stage, config="baseline")
              for n, v, stage in [(1, 0.61, SEARCH), (2, 0.60, SEARCH), (3, 0.50, RACE)]]  # the race's not compared
     lines = summary_markdown(SweepSummary(STUDY, "s", "maximize", (search, *raced), ())).splitlines()
-    assert "Against the untrained model (eval/score at step 0): 0.558 -> 0.62 (+0.0620)." in lines
+    assert "Against the untrained model (objective at step 0): 0.558 -> 0.62 (+0.0620)." in lines
     assert "Against the baseline configuration (its mean): 0.605 -> 0.62 (+0.0150)." in lines
     raced = [TrialRow(n, "success", v, {}, state="COMPLETE", stage=SEARCH, config="baseline") for n, v in [(1, 0.66), (2, 0.64)]]
     text = summary_markdown(SweepSummary(STUDY, "s", "maximize", (search, *raced), ()))

@@ -24,7 +24,7 @@ from rookworld.model.sampling import Generation
 from rookworld.rollout import Rollout
 from rookworld.scoring import StepScores
 from rookworld.tracking import make_tracker
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.resume_check import TRAINER_STATE_FILE, check_resume, save_config
 from rookworld.model.hub import load_pretrained
 from rookworld.train import run
@@ -33,7 +33,7 @@ from train_helpers import CONF_DIR, tiny_config
 
 def make_trainer(tmp_path, *overrides):
     cfg = tiny_config(tmp_path, *overrides)
-    return build_trainer(load_run(cfg), make_tracker(cfg))
+    return build_run(load_run(cfg), make_tracker(cfg))
 
 
 def test_first_update_has_ratio_one_and_kl_zero(tmp_path):
@@ -182,7 +182,7 @@ def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])  # fused AdamW skips on the device, SGD on the host
 def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
     cfg = tiny_config(tmp_path, "steps=6", "guards.max_nonfinite_steps=2", f"optimizer={optimizer}")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     poison = lambda module, args, output: output * float("nan") if torch.is_grad_enabled() else output  # noqa: E731
     trainer.policy.ln_f.register_forward_hook(poison)   # only the gradient pass sees NaN
     result = trainer.fit()
@@ -198,7 +198,7 @@ def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_fin
     the sampler meets non-finite logits (CPU: the plain sampler; CUDA: the fused one, argmax over NaN)."""
     cfg = tiny_config(tmp_path, "optimizer=sgd", "optimizer.lr=1e30", "steps=6", "task_mix=env_only", f"device={device}",
                       "eval.num_policy=1", "eval.num_arbiter=1")
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     start = [p.detach().clone() for p in trainer.policy.parameters()]
     result = trainer.fit()
     assert (result.outcome, result.steps) == ("nan_failure", 4)  # steps 2, 3, 4: guards.max_nonfinite_steps=3
@@ -221,12 +221,12 @@ def test_group_overrides_compose_and_run(tmp_path, overrides):
     assert result.outcome == "success" and result.steps == 2
     assert math.isfinite(result.objective)
     metric = next((o.partition("=")[2] for o in overrides if o.startswith("objective.metric=")), "eval/score")
-    assert result.objective == result.final_eval[metric]  # objective.metric picks it; eval/A/score has no _se
+    assert result.objective == result.final_eval[metric]  # objective.metric picks it, and its standard error
     assert result.objective_se == result.final_eval.get(f"{metric}_se")
 
 
 def test_an_objective_metric_the_evaluation_does_not_log_fails_at_the_first_evaluation(tmp_path):
-    trainer = build_trainer(load_run(tiny_config(tmp_path, "objective.metric=eval/P/nonsense")), make_tracker(
+    trainer = build_run(load_run(tiny_config(tmp_path, "objective.metric=eval/P/nonsense")), make_tracker(
         tiny_config(tmp_path)))
     with pytest.raises(ConfigError, match=r"objective.metric='eval/P/nonsense': the evaluation logs no such metric"):
         trainer.evaluate(0)
@@ -477,7 +477,7 @@ def test_resume_from_alone_continues_the_checkpoint_run(tmp_path, checkpoint):
     spec = load_run(cfg)
     assert spec.model.source.endswith("rookworld_tiny") and spec.steps == 1 and spec.task_mix.A == 1.0
     assert spec.checkpoint.dir == f"{tmp_path}/checkpoints" and spec.resume_from == str(checkpoint)
-    trainer = build_trainer(spec, make_tracker(cfg))
+    trainer = build_run(spec, make_tracker(cfg))
     assert trainer.step == 1
 
 

@@ -58,7 +58,7 @@ TOLERANCES = {
 
 
 def self_check(trainer) -> dict:
-    cfg, policy, tokenizer = trainer.cfg, trainer.policy, trainer.tokenizer
+    cfg, policy, tokenizer = trainer.settings, trainer.policy, trainer.tokenizer
     rows = trainer.sample_rows()
     request = dict(prompts=[prompt_ids(tokenizer, p) for p in rows],
                    max_new_tokens=[min(CHECK_TOKENS, int(cfg.sampling.max_new_tokens[p.task])) for p in rows],
@@ -170,7 +170,7 @@ def compare_graphed_update(trainer, gen: Generation) -> dict:
     batch.ref_logp = (batch.ref_logp if batch.ref_logp is not None else torch.zeros_like(mask)) - 0.1
     everything = torch.arange(mask.shape[0])
     rows, broadcast_width = batch.rows(everything), batch.broadcast_width(everything)
-    normalizer = LossNormalizer.for_batch(trainer.cfg.grpo.loss_type, mask, mask.shape[1])
+    normalizer = LossNormalizer.for_batch(trainer.settings.grpo.loss_type, mask, mask.shape[1])
     beta = 0.04
     captures_before = learner.policy_graphs.captures
 
@@ -212,7 +212,7 @@ def compare_shuffled_micro_batches(trainer, gen: Generation) -> dict:
         everything = torch.arange(len(batch.groups))
         whole = learner.logprobs("policy", batch.rows(everything), batch.broadcast_width(everything))
         shuffled = torch.randperm(len(everything), generator=torch.Generator().manual_seed(SEED))
-        size = trainer.cfg.grpo.group_size
+        size = trainer.settings.grpo.group_size
         reversed_groups = everything.view(-1, size).flip(0).flatten()
         subsets = [part for micro in (1, 2, 3, len(everything) // 2) for part in shuffled.split(micro)]
         subsets += list(reversed_groups.split(2 * size))

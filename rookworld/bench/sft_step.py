@@ -30,7 +30,6 @@ from rookworld.data.packing import collate_rows, document_tokens, pack_documents
 from rookworld.data.positions import load_policy_problems
 from rookworld.errors import as_command
 from rookworld.model.precision import autocast_for
-from rookworld.optim import build_optimizer
 from rookworld.specs.rules import one_of, resolve_device
 from rookworld.specs.sft import PACKED_ATTENTION
 from rookworld.supervised import check_cuda_knobs, supervised_step
@@ -121,7 +120,7 @@ def run(argv: list[str] | None) -> None:
           f"document a position" + "".join(f"; {k} a position: {rate[k]:,.0f} documents/s" for k in per_position[1:])
           + ")", flush=True)
     feed_rate = rate[s.arbiter_docs_per_position]
-    optimizer = build_optimizer(model.parameters(), spec.optimizer)
+    optimizer = spec.optimizer.build(model.parameters())
     autocast = partial(autocast_for, device, spec.model.dtype)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     compiled = torch.compile(model, dynamic=False) if s.compile else model

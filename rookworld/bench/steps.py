@@ -36,7 +36,7 @@ import torch
 
 from rookworld.bench.checks import self_check
 from rookworld.bench.models import fresh_policy, load_bench_model
-from rookworld.components import make_reference, make_sampler
+from rookworld.components import assemble, make_sampler
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.sampling import PlainDecoder
@@ -54,14 +54,11 @@ GIB = 2 ** 30
 def build_trainer(spec: BenchSpec, policy: GPT, tokenizer: ChessTokenizer, decoder: str) -> Trainer:
     """A Trainer as `rookworld.train` builds it (no held-out set, no tracking) around `policy`, with the
     chosen decoder (bench.full_length: stops ignored) and a device sync per phase (exact phase times)."""
-    device = policy.wte.weight.device
     full = bool(spec.bench.full_length)
     chosen = make_decoder(policy, ignore_stops=full, check_every=spec.run.sampling.finish_check_every) \
         if decoder == "fast" else PlainDecoder(policy, ignore_stops=full)
-    run = spec.run
-    return Trainer(cfg=run, policy=policy, tokenizer=tokenizer, reference=make_reference(policy, run.kl, device),
-                   reward_fn=run.reward.build(), sampler=make_sampler(run), heldout=[], tracker=NullTracker(),
-                   decoder=chosen, sync_phases=True)
+    return assemble(spec.run, policy, tokenizer, sampler=make_sampler(spec.run), heldout=[], tracker=NullTracker(),
+                    decoder=chosen, sync_phases=True)
 
 
 def release(trainer: Trainer) -> None:
@@ -142,7 +139,7 @@ def run_trials(spec: BenchSpec, config: GPTConfig, state: dict, tokenizer: Chess
         trainer = build_trainer(trial_spec, fresh_policy(config, state, device), tokenizer, str(b.decoder))
         try:
             for step in range(b.trial_steps):
-                trainer.cfg = replace(trainer.cfg, prompts_per_step=sizes[(trial + step) % 2])
+                trainer.settings = replace(trainer.settings, prompts_per_step=sizes[(trial + step) % 2])
                 trainer.train_step(step)
         except Exception as error:  # recorded and reported: the point of this mode
             errors.append(f"trial {trial}: {type(error).__name__}: {error}")

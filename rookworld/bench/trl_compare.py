@@ -17,7 +17,6 @@ import time
 import torch
 
 from rookworld.specs.bench import BenchSpec
-from rookworld.specs.kl import KLFixed
 from rookworld.specs.rules import resolve_device
 
 GIB = 2 ** 30
@@ -97,7 +96,7 @@ def trl_config(spec: BenchSpec, steps: int, device: torch.device, output_dir: st
     import trl
 
     run = spec.run
-    beta = run.kl.coef if isinstance(run.kl, KLFixed) else 0.0
+    beta = run.kl.coef
     cap = max(int(n) for n in run.sampling.max_new_tokens.values())
     return trl.GRPOConfig(
         output_dir=output_dir, max_steps=steps, report_to="none", logging_steps=1, save_strategy="no",

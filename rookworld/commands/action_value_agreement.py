@@ -31,13 +31,13 @@ from rookworld.engine import engine_config
 from rookworld.tasks.move_values import win_probability
 
 @dataclass(frozen=True)
-class Comparison:
+class LabelComparison:
     best_agrees: bool
     deep_best_loss: float  # win probability
     value_error: float     # win probability, mean over the label's lines
 
 
-def compare(record: dict, values: list[list], tolerance: float) -> Comparison:
+def compare(record: dict, values: list[list], tolerance: float) -> LabelComparison:
     """One position's action values against its labels (`candidates`, Stockfish's line 1 first)."""
     labels = {candidate["move"]: candidate["eval"] for candidate in record["candidates"]}
     line_1 = record["candidates"][0]
@@ -47,10 +47,10 @@ def compare(record: dict, values: list[list], tolerance: float) -> Comparison:
     deep_best_loss = win_probability(best_value) - win_probability(by_move[line_1["move"]])
     value_error = sum(abs(win_probability(by_move[move]) - win_probability(value))
                       for move, value in labels.items()) / len(labels)
-    return Comparison(best_agrees, deep_best_loss, value_error)
+    return LabelComparison(best_agrees, deep_best_loss, value_error)
 
 
-def ladder_row(nodes: int, comparisons: list[Comparison], seconds: float) -> str:
+def ladder_row(nodes: int, comparisons: list[LabelComparison], seconds: float) -> str:
     n = len(comparisons)
     hits = sum(c.best_agrees for c in comparisons)
     interval = binomtest(hits, n).proportion_ci(method="wilson")

@@ -37,7 +37,7 @@ REFERENCE_NODES = 5_000_000
 
 
 @dataclass
-class Step:
+class AgreementStep:
     nodes: int
     agrees: float          # Stockfish's line 1 is the deep best or within the tolerance of it
     agrees_low: float      # Wilson 95% interval of `agrees`
@@ -151,7 +151,7 @@ def evaluate_outside_moves(cache: Cache, fens: list[str], reference_nodes: int, 
 
 
 def agreement_curve(cache: Cache, fens: list[str], reference_nodes: int, ladder: tuple[int, ...],
-                    tolerance: float) -> list[Step]:
+                    tolerance: float) -> list[AgreementStep]:
     reference = [cache.get(reference_nodes, fen) for fen in fens]
     outside = [cache.move_evals(reference_nodes, fen) for fen in fens]
     steps = []
@@ -160,7 +160,7 @@ def agreement_curve(cache: Cache, fens: list[str], reference_nodes: int, ladder:
         hits = sum(agrees(lines[0].move, ref, tolerance, deep)
                    for lines, ref, deep in zip(labels, reference, outside))
         low, high = wilson(hits, len(fens))
-        steps.append(Step(
+        steps.append(AgreementStep(
             nodes=nodes, agrees=hits / len(fens), agrees_low=low, agrees_high=high,
             exact=sum(lines[0].move == ref[0].move for lines, ref in zip(labels, reference)) / len(fens),
             agrees_by_eval=sum(agrees(by_eval(lines), ref, tolerance, deep)
@@ -170,7 +170,7 @@ def agreement_curve(cache: Cache, fens: list[str], reference_nodes: int, ladder:
     return steps
 
 
-def choose_nodes(steps: list[Step], target: float, max_seconds_per_position: float = math.inf) -> tuple[int, str]:
+def choose_nodes(steps: list[AgreementStep], target: float, max_seconds_per_position: float = math.inf) -> tuple[int, str]:
     """(nodes, why): the smallest affordable budget whose agreement reaches the target, else the
     largest affordable one."""
     affordable = [step for step in steps if step.seconds_per_position <= max_seconds_per_position]
@@ -184,7 +184,7 @@ def choose_nodes(steps: list[Step], target: float, max_seconds_per_position: flo
                                   if first else f"no budget reaches {target:.0%}") + ": the largest affordable"
 
 
-def markdown(steps: list[Step]) -> str:
+def markdown(steps: list[AgreementStep]) -> str:
     lines = ["| nodes | agrees (Stockfish's line 1) | 95% interval | = deep line 1 | agrees (highest eval) | "
              "engine s/position |", "|---:|---:|---:|---:|---:|---:|"]
     lines += [f"| {s.nodes:,} | {100 * s.agrees:.1f}% | {100 * s.agrees_low:.1f}-{100 * s.agrees_high:.1f}% | "

@@ -29,7 +29,7 @@ LADDER = (25_000, 50_000, 100_000, 200_000, 400_000, 800_000, 1_600_000)
 
 
 @dataclass
-class Step:
+class StabilityStep:
     nodes: int
     stays: float | None      # rank-1 move is rank-1 at the next step
     top_eval: float | None   # rank-1 move has the best eval at the next step (ties count)
@@ -46,7 +46,7 @@ def share(hits: list[bool]) -> float:
     return sum(hits) / len(hits)
 
 
-def stability_curve(fens: list[str], ladder: tuple[int, ...], workers: int, **engine_kwargs) -> list[Step]:
+def stability_curve(fens: list[str], ladder: tuple[int, ...], workers: int, **engine_kwargs) -> list[StabilityStep]:
     analyses, seconds = [], []
     for nodes in ladder:
         timings: list[float] = []
@@ -58,7 +58,7 @@ def stability_curve(fens: list[str], ladder: tuple[int, ...], workers: int, **en
     steps = []
     for k, nodes in enumerate(ladder):
         following = k + 1 < len(ladder)
-        steps.append(Step(
+        steps.append(StabilityStep(
             nodes=nodes,
             stays=share([a == b for a, b in zip(best[k], best[k + 1])]) if following else None,
             top_eval=share([a is None or a in top_moves(c) for a, c in zip(best[k], analyses[k + 1])])
@@ -69,7 +69,7 @@ def stability_curve(fens: list[str], ladder: tuple[int, ...], workers: int, **en
     return steps
 
 
-def choose_nodes(steps: list[Step], max_seconds_per_position: float, min_gain: float) -> tuple[int, str]:
+def choose_nodes(steps: list[StabilityStep], max_seconds_per_position: float, min_gain: float) -> tuple[int, str]:
     """(nodes, why): the flattening point among the affordable steps, else the largest affordable."""
     affordable = [s for s in steps if s.seconds_per_position <= max_seconds_per_position]
     if not affordable:
@@ -82,7 +82,7 @@ def choose_nodes(steps: list[Step], max_seconds_per_position: float, min_gain: f
     return affordable[-1].nodes, "no flattening within the budget: the largest step that fits"
 
 
-def markdown(steps: list[Step]) -> str:
+def markdown(steps: list[StabilityStep]) -> str:
     def pct(x: float | None) -> str:
         return "-" if x is None else f"{100 * x:.1f}%"
 

@@ -57,7 +57,7 @@ def pass_rates_of(problems: list[Problem], solved: list[bool], group_size: int) 
     return rates
 
 
-class Difficulty:
+class DifficultyState:
     """Pass-rate estimates of training problems, the filter's decisions and the curriculum's order."""
 
     def __init__(self, low: float, high: float, out_of_band_weight: float, curriculum: str,

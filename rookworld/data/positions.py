@@ -25,7 +25,7 @@ from typing import Any
 import chess
 
 from rookworld.data.arbiter_stream import ArbiterStream
-from rookworld.data.difficulty import Difficulty
+from rookworld.data.difficulty import DifficultyState
 from rookworld.data.records import FINAL, HELD_OUT_SPLITS, at_line, check_split, iter_jsonl
 from rookworld.data.rookworld7m import load_rookworld7m_config
 from rookworld.tasks import (
@@ -222,7 +222,7 @@ class ProblemSampler:
         arbiter_problems: list[Problem] | ArbiterStream,
         weights: Mapping[str, float] | None = None,
         seed: int = 0,
-        difficulty: Difficulty | None = None,
+        difficulty: DifficultyState | None = None,
     ) -> None:
         self.problems = {"P": list(policy_problems), "A": _as_source(arbiter_problems)}
         self.weights = _validate_weights(dict(weights or {"P": 0.8, "A": 0.2}), self.problems)

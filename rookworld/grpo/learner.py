@@ -15,24 +15,43 @@ The trainer, the benchmark's self-check, the probes and the tests all go through
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import torch
 
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
-from rookworld.grpo.kl import KLController, kl_per_token
-from rookworld.grpo.loss import LossNormalizer, Objective, grpo_loss
+from rookworld.grpo.kl import kl_per_token
+from rookworld.grpo.loss import LossInputs, LossNormalizer, LossSettings, grpo_loss
 from rookworld.grpo.sampler_correction import mismatch, sampler_weights, weight_stats
 from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.optim import build_optimizer, load_state_keeping_settings, set_lr
+from rookworld.optim import load_state_keeping_settings, set_lr
 from rookworld.rollout import stopped
 
-if TYPE_CHECKING:  # the learner reads the run's spec; grpo/ sits below specs/ (tests/test_layout.py)
-    from rookworld.specs.run import RunSpec
+
+@dataclass(frozen=True)
+class UpdateSettings:
+    """What the update reads of a run, fixed for the run (the assembly, rookworld/components.py, fills it)."""
+    loss: LossSettings            # the knobs of grpo_loss (GRPO.loss_settings)
+    loss_type: str                # grpo.loss_type: the aggregation
+    num_iterations: int           # grpo.num_iterations: epochs over a batch
+    num_minibatches: int          # grpo.num_minibatches: optimizer steps per epoch
+    micro_batch_size: int         # grpo.micro_batch_size (0: the whole minibatch)
+    max_grad_norm: float          # grpo.max_grad_norm (0: no clipping)
+    mask_truncated_completions: bool
+    activation_checkpointing: bool
+    cuda_graphs: bool             # grpo.cuda_graphs: the training passes from CUDA graphs (on CUDA)
+    graph_bucket: int             # grpo.graph_bucket: rows padded to a multiple of it
+    temperature: float            # sampling.temperature: the log-probs' (the ratio is 1 before the update)
+    max_completion_length: int    # the largest of sampling.max_new_tokens (dr_grpo's L_max)
+    kl_in_reward: bool            # kl.placement=reward: the old log-probs are needed before the update
+    reference_sync_every: int     # kl.sync_every (0: never)
+    reference_sync_alpha: float   # kl.sync_alpha
+    dtype: str                    # model.dtype (autocast)
+    shuffle_seed: int             # the shuffle of reused batches
 
 
 @dataclass
@@ -106,37 +125,29 @@ class Batch:
 
 
 class Learner:
-    """The update engine of a GRPO run: the optimizer, the entropy bonus, the shuffle of reused batches,
-    the reference model's log-probs and the CUDA graphs of the training passes. `kl` is the run's KL
-    controller (the trainer moves it after each step; the learner reads its coefficient)."""
+    """The update engine of a GRPO run: the optimizer (its LR `lr_at(step)`), the entropy bonus, the shuffle of
+    reused batches, the reference model's log-probs (KL on: `reference` is not None) and the CUDA graphs of the
+    training passes."""
 
-    def __init__(self, cfg: RunSpec, policy: torch.nn.Module, reference: torch.nn.Module | None,
-                 tokenizer, kl: KLController):
-        self.cfg, self.policy, self.reference, self.tokenizer, self.kl = cfg, policy, reference, tokenizer, kl
+    def __init__(self, settings: UpdateSettings, policy: torch.nn.Module, reference: torch.nn.Module | None,
+                 tokenizer, optimizer: torch.optim.Optimizer, lr_at: Callable[[int], float],
+                 entropy_bonus: EntropyBonus):
+        self.settings, self.policy, self.reference, self.tokenizer = settings, policy, reference, tokenizer
+        self.optimizer, self.lr_at, self.entropy_bonus = optimizer, lr_at, entropy_bonus
         self.device = next(policy.parameters()).device
-        self.optimizer = build_optimizer(policy.parameters(), cfg.optimizer)
-        self.shuffle_generator = torch.Generator().manual_seed(cfg.seed + 1)
-        e = cfg.grpo.entropy
-        self.entropy_bonus = EntropyBonus(e.coef, e.adaptive, e.target, e.delta, e.min, e.max, self.device)
-        self.max_new_tokens = dict(cfg.sampling.max_new_tokens)
-        kl_in_loss = kl.enabled and cfg.kl.placement == "loss"  # kl=none has no placement
-        self.objective = Objective(
-            epsilon_low=cfg.grpo.epsilon_low, epsilon_high=cfg.grpo.epsilon_high,
-            top_entropy_quantile=cfg.grpo.top_entropy_quantile, sampler_correction=cfg.grpo.sampler_correction.mode,
-            sampler_cap=cfg.grpo.sampler_correction.cap, kl_estimator=cfg.kl.estimator if kl_in_loss else None,
-            kl_bias_correction=kl_in_loss and cfg.kl.bias_correction, entropy_bonus=self.entropy_bonus.enabled)
-        policy.activation_checkpointing = bool(cfg.grpo.activation_checkpointing)
+        self.shuffle_generator = torch.Generator().manual_seed(settings.shuffle_seed)
+        policy.activation_checkpointing = bool(settings.activation_checkpointing)
         self._make_pass_graphs()
 
     def make_batch(self, gen: Generation, advantages: torch.Tensor | None = None) -> Batch:
         """The batch of `gen` with its reference (and old-policy) log-probs queued on the device;
         with grpo.mask_truncated_completions, rows cut at their token cap get no loss."""
         batch = Batch.from_generation(gen, advantages)
-        if self.cfg.grpo.mask_truncated_completions:
+        if self.settings.mask_truncated_completions:
             batch.mask = batch.mask * stopped(self.tokenizer, gen).to(batch.mask.dtype)[:, None]
         everything = torch.arange(len(batch.groups))
         inputs, broadcast_width = batch.rows(everything), batch.broadcast_width(everything)
-        if self.kl.enabled:
+        if self.reference is not None:
             batch.ref_logp = self.logprobs("reference", inputs, broadcast_width)
         if self._needs_old_logprobs:
             batch.old_logp = self.logprobs("policy", inputs, broadcast_width)
@@ -146,12 +157,12 @@ class Learner:
     def _needs_old_logprobs(self) -> bool:
         """A separate pass for the sampling policy's log-probs: the batch is reused (its ratios need
         them) or the KL penalty sits in the reward (computed before the update)."""
-        return self._reuses_batch or (self.kl.enabled and self.cfg.kl.placement == "reward")
+        return self._reuses_batch or self.settings.kl_in_reward
 
     @property
     def _reuses_batch(self) -> bool:
         """Several optimizer steps per batch: old log-probs are needed and the rows get shuffled."""
-        return self.cfg.grpo.num_iterations > 1 or self.cfg.grpo.num_minibatches > 1
+        return self.settings.num_iterations > 1 or self.settings.num_minibatches > 1
 
     def logprobs(self, which: str, inputs: dict[str, torch.Tensor], broadcast_width: int) -> torch.Tensor:
         """Log-probs [B, N] of the completions under the policy or the reference (on the reference's own
@@ -161,7 +172,7 @@ class Learner:
         inputs = {name: t.to(device) for name, t in inputs.items() if name in MODEL_INPUTS}
         if self.logprob_graphs is None or device != self.device:
             return self._logprob_pass(inputs, which=which, broadcast_width=broadcast_width)["logp"].to(self.device)
-        padded = pad_rows(inputs, self.cfg.grpo.graph_bucket)
+        padded = pad_rows(inputs, self.settings.graph_bucket)
         logp = self.logprob_graphs(padded, which=which, broadcast_width=broadcast_width)["logp"]
         return logp[:, :inputs["mask"].shape[1]]
 
@@ -175,7 +186,7 @@ class Learner:
                        with_entropy: bool = False):
         """Log-probs [b, N] (and entropies) of `model` on the rows `inputs`, with gradients when enabled."""
         # At the sampling temperature, so that the ratio is 1 before the update.
-        temperature = self.cfg.sampling.temperature if self.cfg.sampling.temperature > 0 else 1.0
+        temperature = self.settings.temperature if self.settings.temperature > 0 else 1.0
         return completion_logprobs(model, inputs["prompt_ids"], inputs["prompt_mask"], inputs["prompt_positions"],
                                    inputs["group"], inputs["completion_ids"], inputs["mask"] > 0,
                                    inputs["completion_positions"], temperature=temperature,
@@ -184,20 +195,19 @@ class Learner:
     def _make_pass_graphs(self) -> None:
         """CUDA graphs of the training passes (rookworld/model/pass_graphs.py), when on; else eager."""
         self.policy_graphs = self.logprob_graphs = None
-        if not (self.cfg.grpo.cuda_graphs and self.device.type == "cuda"):
+        if not (self.settings.cuda_graphs and self.device.type == "cuda"):
             return
         self.policy_graphs = ShapeGraphs(self.loss_and_backward, self.device)
         self.logprob_graphs = ShapeGraphs(self._logprob_pass, self.device, pool=self.policy_graphs.pool)
         self._captured_grads: list[int] = []
 
-    def update(self, step: int, batch: Batch) -> dict[str, torch.Tensor | float]:
-        """Queue the step's optimizer updates on the device. The metrics stay device tensors until
-        the trainer reads them (one sync), so the host can prepare the next step while the GPU works; a
-        minibatch whose loss or gradient norm is not finite skips its optimizer step."""
-        g = self.cfg.grpo
-        lr = self.cfg.optimizer.lr_at(step, self.cfg.steps)
+    def update(self, step: int, batch: Batch, beta: float) -> dict[str, torch.Tensor | float]:
+        """Queue the step's optimizer updates on the device, with this step's KL coefficient `beta`. The metrics
+        stay device tensors until the trainer reads them (one sync), so the host can prepare the next step
+        while the GPU works; a minibatch whose loss or gradient norm is not finite skips its optimizer step."""
+        g = self.settings
+        lr = self.lr_at(step)
         set_lr(self.optimizer, lr)
-        beta = self.kl.beta(step)
         n = batch.mask.shape[0]
         # Log-probs of the sampling policy (KL and sampler-gap metrics): the stored ones, else the first epoch's.
         policy_logp = batch.old_logp if batch.old_logp is not None else torch.zeros_like(batch.mask)
@@ -209,7 +219,7 @@ class Learner:
             order = torch.randperm(n, generator=self.shuffle_generator) if self._reuses_batch else torch.arange(n)
             for minibatch in order.chunk(g.num_minibatches):
                 mb_mask = batch.mask[minibatch.to(self.device)]
-                normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, max(self.max_new_tokens.values()))
+                normalizer = LossNormalizer.for_batch(g.loss_type, mb_mask, self.settings.max_completion_length)
                 self.zero_grad()
                 loss_value, mb_entropy, mb_tokens = zero, zero, zero  # summed on the device: no sync per micro-batch
                 micro = g.micro_batch_size or len(minibatch)
@@ -251,10 +261,11 @@ class Learner:
         }
         if self.entropy_bonus.enabled:  # the coefficient the loss used (mean over the step's optimizer steps)
             result["entropy/coef"] = sums["entropy_coef"] / minibatches
-        if g.sampler_correction.mode != "none":
-            weights = sampler_weights(policy_logp, batch.sampler_logp, batch.mask, g.sampler_correction.mode,
-                                      g.sampler_correction.cap)
-            result.update(weight_stats(weights, batch.mask, g.sampler_correction.mode))
+        correction = self.settings.loss
+        if correction.sampler_correction != "none":
+            weights = sampler_weights(policy_logp, batch.sampler_logp, batch.mask, correction.sampler_correction,
+                                      correction.sampler_cap)
+            result.update(weight_stats(weights, batch.mask, correction.sampler_correction))
         if batch.ref_logp is not None:
             k3 = kl_per_token(policy_logp, batch.ref_logp.float(), "k3")
             result["kl"] = (k3 * batch.mask).sum() / tokens
@@ -265,7 +276,7 @@ class Learner:
         the top-entropy mask of the whole minibatch (`trained`: its quantile from one extra no-grad pass for the
         entropies), so that the micro-batch size changes no gradient."""
         part_inputs = [batch.rows(rows) for rows in parts]
-        quantile = self.cfg.grpo.top_entropy_quantile
+        quantile = self.settings.loss.top_entropy_quantile
         if quantile >= 1.0 or len(parts) == 1:  # every completion token is trained, or the pass sees the minibatch
             return part_inputs
         with torch.no_grad(), self.autocast():
@@ -295,7 +306,7 @@ class Learner:
         if self.policy_graphs is None:
             return self.loss_and_backward(inputs, **static)
         self._keep_graphs_valid()
-        out = self.policy_graphs(pad_rows(inputs, self.cfg.grpo.graph_bucket), **static)
+        out = self.policy_graphs(pad_rows(inputs, self.settings.graph_bucket), **static)
         width = rows["mask"].shape[1]
         return {name: t[:, :width] if t.dim() == 2 else t for name, t in out.items()}
 
@@ -316,11 +327,11 @@ class Learner:
         logp, entropy, mask = logp.float(), entropy.float(), inputs["mask"]
         old = inputs["old_logp"].float() if "old_logp" in inputs else logp.detach()
         ref = inputs["ref_logp"].float() if use_kl else None
-        normalizer = LossNormalizer(self.cfg.grpo.loss_type, num_sequences, inputs["num_tokens"],
-                                    max(self.max_new_tokens.values()))
-        loss, stats = grpo_loss(logp, old, ref, inputs["advantages"], mask, entropy, self.objective,
-                                normalizer=normalizer, beta=inputs["beta"], entropy_coef=inputs["entropy_coef"],
-                                sampler_logp=inputs["sampler_logp"], trained=inputs.get("trained"))
+        normalizer = LossNormalizer(self.settings.loss_type, num_sequences, inputs["num_tokens"],
+                                    self.settings.max_completion_length)
+        loss, stats = grpo_loss(LossInputs(logp, old, ref, inputs["advantages"], mask, entropy, inputs["sampler_logp"],
+                                           normalizer, inputs["beta"], inputs["entropy_coef"], inputs.get("trained")),
+                                self.settings.loss)
         loss.backward()
         return {"loss": loss.detach().float(), "logp": logp.detach(), "entropy": entropy.detach(),
                 "clip_low": stats.clip.low, "clip_high": stats.clip.high, "clip_region": stats.clip.region,
@@ -339,31 +350,31 @@ class Learner:
             self._captured_grads = addresses
 
     def _clip_gradients(self) -> torch.Tensor:
-        max_norm = self.cfg.grpo.max_grad_norm or float("inf")
+        max_norm = self.settings.max_grad_norm or float("inf")
         return torch.nn.utils.clip_grad_norm_(self.policy.parameters(), max_norm)
 
     def sync_reference(self, step: int) -> None:
         """Move the reference toward the policy after `step` every kl.sync_every steps (kl.sync_alpha)."""
         if self.reference is None:
             return
-        every = self.cfg.kl.sync_every
+        every = self.settings.reference_sync_every
         if not every or (step + 1) % every:
             return
-        alpha = self.cfg.kl.sync_alpha
+        alpha = self.settings.reference_sync_alpha
         with torch.no_grad():
             for ref, cur in zip(self.reference.parameters(), self.policy.parameters()):
                 ref.mul_(1 - alpha).add_(cur.to(ref.device, ref.dtype), alpha=alpha)
 
     def autocast(self):
         """The training passes' autocast (bf16 on CUDA unless model.dtype=float32)."""
-        return autocast_for(self.device, self.cfg.model.dtype)
+        return autocast_for(self.device, self.settings.dtype)
 
     # ---------------------------------------------------------------- state
     def state_dict(self) -> dict:
         """The optimizer, the shuffle, the entropy bonus and, when it is synced to the policy, the reference."""
         state = {"optimizer": self.optimizer.state_dict(), "shuffle_generator": self.shuffle_generator.get_state(),
                  "entropy_bonus": self.entropy_bonus.state_dict()}
-        if self.reference is not None and self.cfg.kl.sync_every:
+        if self.reference is not None and self.settings.reference_sync_every:
             state["reference"] = self.reference.state_dict()
         return state
 

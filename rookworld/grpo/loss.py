@@ -85,8 +85,8 @@ def clip_stats(ratio: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor
 
 
 @dataclass(frozen=True)
-class Objective:
-    """The knobs of `grpo_loss`, fixed for a run (the learner builds it from grpo.* and kl.*)."""
+class LossSettings:
+    """The knobs of `grpo_loss`, fixed for a run (specs/grpo.py's GRPO.loss_settings builds it from grpo.* and kl.*)."""
     epsilon_low: float
     epsilon_high: float
     top_entropy_quantile: float
@@ -105,25 +105,38 @@ class LossStats:
     trained_tokens: torch.Tensor   # how many tokens were trained
 
 
-def grpo_loss(logp: torch.Tensor, old_logp: torch.Tensor, ref_logp: torch.Tensor | None, advantages: torch.Tensor,
-              mask: torch.Tensor, entropy: torch.Tensor, spec: Objective, *, normalizer: LossNormalizer,
-              beta: torch.Tensor, entropy_coef: torch.Tensor, sampler_logp: torch.Tensor,
-              trained: torch.Tensor | None = None) -> tuple[torch.Tensor, LossStats]:
-    """The loss of one micro-batch [B, T] and its statistics. `ref_logp` None: no KL term; `trained`
-    None: the top-entropy mask of this micro-batch's own tokens (else the minibatch's, given)."""
-    per_token, ratio = clipped_surrogate(logp, old_logp, advantages, spec.epsilon_low, spec.epsilon_high)
-    if trained is None:
-        trained = high_entropy_mask(entropy.detach(), mask, spec.top_entropy_quantile)
+@dataclass
+class LossInputs:
+    """One micro-batch [B, T] of `grpo_loss`: the tensors of its rows and this step's coefficients."""
+    logp: torch.Tensor                  # the policy's log-probs, with gradients
+    old_logp: torch.Tensor              # the sampling policy's (the ratio's denominator)
+    ref_logp: torch.Tensor | None       # the reference's; None: no KL term
+    advantages: torch.Tensor            # [B] per sequence
+    mask: torch.Tensor                  # the completion mask
+    entropy: torch.Tensor               # per-token entropies, with gradients
+    sampler_logp: torch.Tensor          # the sampler's own log-probs (the sampler correction)
+    normalizer: LossNormalizer          # the minibatch's aggregation
+    beta: torch.Tensor                  # this step's KL coefficient (a device scalar)
+    entropy_coef: torch.Tensor          # this step's entropy-bonus coefficient (a device scalar)
+    trained: torch.Tensor | None = None  # the minibatch's top-entropy mask; None: this micro-batch's own
+
+
+def grpo_loss(inputs: LossInputs, settings: LossSettings) -> tuple[torch.Tensor, LossStats]:
+    """The loss of one micro-batch [B, T] and its statistics."""
+    x, s = inputs, settings
+    per_token, ratio = clipped_surrogate(x.logp, x.old_logp, x.advantages, s.epsilon_low, s.epsilon_high)
+    trained = x.trained if x.trained is not None else high_entropy_mask(x.entropy.detach(), x.mask,
+                                                                        s.top_entropy_quantile)
     per_token = per_token * trained
-    if spec.sampler_correction != "none":
-        per_token = per_token * sampler_weights(old_logp, sampler_logp, mask, spec.sampler_correction,
-                                                spec.sampler_cap)
-    if ref_logp is not None and spec.kl_estimator is not None:
-        kl = kl_per_token(logp, ref_logp, spec.kl_estimator)
-        per_token = per_token + beta * (kl * ratio if spec.kl_bias_correction else kl)
-    if spec.entropy_bonus:  # -c H_t on the trained tokens, aggregated as the policy loss (as TRL)
-        per_token = per_token - entropy_coef * entropy * trained
-    loss = normalizer.aggregate(per_token, mask)
-    stats = LossStats(clip=clip_stats(ratio.detach(), advantages, mask, spec.epsilon_low, spec.epsilon_high),
-                      trained_entropy=(entropy * trained).sum().detach(), trained_tokens=trained.sum().detach())
+    if s.sampler_correction != "none":
+        per_token = per_token * sampler_weights(x.old_logp, x.sampler_logp, x.mask, s.sampler_correction,
+                                                s.sampler_cap)
+    if x.ref_logp is not None and s.kl_estimator is not None:
+        kl = kl_per_token(x.logp, x.ref_logp, s.kl_estimator)
+        per_token = per_token + x.beta * (kl * ratio if s.kl_bias_correction else kl)
+    if s.entropy_bonus:  # -c H_t on the trained tokens, aggregated as the policy loss (as TRL)
+        per_token = per_token - x.entropy_coef * x.entropy * trained
+    loss = x.normalizer.aggregate(per_token, x.mask)
+    stats = LossStats(clip=clip_stats(ratio.detach(), x.advantages, x.mask, s.epsilon_low, s.epsilon_high),
+                      trained_entropy=(x.entropy * trained).sum().detach(), trained_tokens=trained.sum().detach())
     return loss, stats

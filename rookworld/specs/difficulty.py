@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from rookworld.data.difficulty import CURRICULA, Difficulty as DifficultyState, read_pass_rates
+from rookworld.data.difficulty import CURRICULA, DifficultyState, read_pass_rates
 from rookworld.specs.rules import ConfigError, is_number, one_of, require, require_bool
 
 

@@ -1,12 +1,21 @@
 """conf/grpo/: the GRPO update (group size, clipping, loss aggregation, inner epochs) and the knobs of the
-loss and the batch beyond the GRPO paper's. Rules that need another group sit in RunSpec."""
+loss and the batch beyond the GRPO paper's (`loss_settings(kl)`: the loss's knobs). Rules that need another group
+sit in RunSpec."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rookworld.specs.options import (ADVANTAGE_STDS, LOSS_TYPES, REWARD_AGGREGATIONS, SAMPLER_CORRECTIONS,
                                      SCALE_REWARDS)
 from rookworld.specs.rules import is_number, one_of, require, require_bool
+
+if TYPE_CHECKING:  # torch loads when a part is built: a refused config never needs it
+    import torch
+
+    from rookworld.grpo.entropy import EntropyBonus
+    from rookworld.grpo.loss import LossSettings
+    from rookworld.specs.kl import KL
 
 
 @dataclass(frozen=True)
@@ -24,6 +33,16 @@ class Entropy:
             value = getattr(self, key)
             require(is_number(value) and value >= 0, f"grpo.entropy.{key}", value, "must be a number >= 0")
         require(self.min <= self.max, "grpo.entropy.min", self.min, f"must be <= grpo.entropy.max={self.max}")
+
+    @property
+    def enabled(self) -> bool:
+        """The -c H_t term is in the loss: a fixed coefficient other than 0, or the adaptive one."""
+        return self.adaptive or self.coef != 0.0
+
+    def build(self, device: torch.device) -> EntropyBonus:
+        from rookworld.grpo.entropy import EntropyBonus
+
+        return EntropyBonus(self.coef, self.adaptive, self.target, self.delta, self.min, self.max, device)
 
 
 @dataclass(frozen=True)
@@ -99,3 +118,14 @@ class GRPO:
         require_bool(self.mask_truncated_completions, "grpo.mask_truncated_completions")
         require(is_number(self.top_entropy_quantile) and 0 < self.top_entropy_quantile <= 1,
                 "grpo.top_entropy_quantile", self.top_entropy_quantile, "must be in (0, 1]")
+
+    def loss_settings(self, kl: KL) -> LossSettings:
+        """The knobs of grpo/loss.py's grpo_loss for this update and `kl` (its term in the loss, if any)."""
+        from rookworld.grpo.loss import LossSettings
+
+        return LossSettings(epsilon_low=self.epsilon_low, epsilon_high=self.epsilon_high,
+                            top_entropy_quantile=self.top_entropy_quantile,
+                            sampler_correction=self.sampler_correction.mode, sampler_cap=self.sampler_correction.cap,
+                            kl_estimator=kl.loss_estimator,
+                            kl_bias_correction=kl.loss_estimator is not None and kl.bias_correction,
+                            entropy_bonus=self.entropy.enabled)

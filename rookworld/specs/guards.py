@@ -1,10 +1,16 @@
 """conf/guards/: the divergence detectors checked after every step (rookworld/divergence.py): every window an
-integer >= 0 (0 = detector off), every threshold a positive number. The KL ceiling is kl.max."""
+integer >= 0 (0 = detector off), every threshold a positive number. The KL ceiling is kl.max; `build(kl)` makes
+the detectors."""
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING
 
+from rookworld.divergence import Detectors
 from rookworld.specs.rules import is_number, require, require_bool, require_int
+
+if TYPE_CHECKING:
+    from rookworld.specs.kl import KL
 
 
 @dataclass(frozen=True)
@@ -70,3 +76,7 @@ class Guards:
 
     def as_mapping(self) -> dict:
         return asdict(self)
+
+    def build(self, kl: KL) -> Detectors:
+        """The run's divergence detectors, with the KL ceiling of `kl` (kl=none: no KL detectors)."""
+        return Detectors(self.as_mapping(), kl.max, kl.max_steps_above)

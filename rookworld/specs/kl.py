@@ -1,11 +1,16 @@
 """conf/kl/: the KL penalty against a frozen reference model, one spec per option (kl=none|fixed|adaptive).
-"KL" (logged as `kl`, guarded by `max`) is the per-token k3 estimate; `estimator` selects the penalty term."""
+"KL" (logged as `kl`, guarded by `max`) is the per-token k3 estimate; `estimator` selects the penalty term.
+`build()` makes the coefficient controller of rookworld/grpo/kl.py; the properties say what a run needs of it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rookworld.specs.options import KL_ESTIMATORS, KL_PLACEMENTS
 from rookworld.specs.rules import is_device, one_of, require, require_bool, require_option
+
+if TYPE_CHECKING:  # torch loads when the controller is built: a refused config never needs it
+    from rookworld.grpo.kl import KLController
 
 KINDS = ("none", "fixed", "adaptive")
 
@@ -17,6 +22,23 @@ class KLNone:
 
     def __post_init__(self):
         require_option("kl", "kind", self.kind, KINDS, "none")
+
+    needs_reference = False  # no reference model is loaded
+    coef = 0.0               # beta stays 0
+    ref_device = "same"
+    loss_estimator = None    # no KL term in the loss
+    reward_estimator = None  # no KL penalty in the reward
+    bias_correction = False
+    max = None               # the KL guard is off
+    max_steps_above = 1
+    sync_every = 0           # no reference to move toward the policy
+    sync_alpha = 0.0
+
+    def build(self) -> KLController:
+        """beta stays 0."""
+        from rookworld.grpo.kl import KLController
+
+        return KLController("none", 0.0, 0, 1.0)
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,23 @@ class KLFixed:
     def expected_kind() -> str:
         return "fixed"
 
+    needs_reference = True
+
+    @property
+    def loss_estimator(self) -> str | None:
+        """The estimator of the KL term in the loss; None when the penalty sits in the reward."""
+        return self.estimator if self.placement == "loss" else None
+
+    @property
+    def reward_estimator(self) -> str | None:
+        """The estimator of the KL penalty in the reward; None when it sits in the loss."""
+        return self.estimator if self.placement == "reward" else None
+
+    def build(self) -> KLController:
+        from rookworld.grpo.kl import KLController
+
+        return KLController(self.kind, self.coef, self.warmup_steps, self.warmup_factor)
+
 
 @dataclass(frozen=True)
 class KLAdaptive(KLFixed):
@@ -72,6 +111,11 @@ class KLAdaptive(KLFixed):
     @staticmethod
     def expected_kind() -> str:
         return "adaptive"
+
+    def build(self) -> KLController:
+        from rookworld.grpo.kl import KLController
+
+        return KLController(self.kind, self.coef, self.warmup_steps, self.warmup_factor, self.target, self.horizon)
 
 
 KL = KLNone | KLFixed | KLAdaptive

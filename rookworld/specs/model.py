@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from rookworld.specs.rules import one_of, require
+from rookworld.specs.rules import one_of, require, require_int
 
 DTYPES = ("auto", "float32", "bfloat16")
 
@@ -63,6 +63,14 @@ class TinyShape:
     n_embd: int
     n_positions: int
     vocab_size: int | None
+
+    def __post_init__(self):
+        for key in ("n_layer", "n_head", "n_embd", "n_positions"):
+            require_int(getattr(self, key), f"model.tiny.{key}", 1)
+        require(self.n_embd % self.n_head == 0, "model.tiny.n_embd", self.n_embd,
+                f"must be a multiple of model.tiny.n_head={self.n_head}")
+        require(self.vocab_size is None or (isinstance(self.vocab_size, int) and self.vocab_size >= 1),
+                "model.tiny.vocab_size", self.vocab_size, "must be an integer >= 1 or null (the tokenizer's)")
 
 
 @dataclass(frozen=True)

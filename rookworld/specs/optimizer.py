@@ -1,11 +1,15 @@
-"""conf/optimizer/: the torch optimizer, one spec per option (optimizer=adamw|sgd), and the shared
-schedule (linear warm-up, cosine to a floor: Schedule.lr_at)."""
+"""conf/optimizer/: the torch optimizer, one spec per option (optimizer=adamw|sgd; `build(params)` makes it),
+and the shared schedule (linear warm-up, cosine to a floor: Schedule.lr_at)."""
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from rookworld.specs.rules import ConfigError, one_of, require
+from rookworld.specs.rules import ConfigError, one_of, require, require_bool
+
+if TYPE_CHECKING:  # torch loads when an optimizer is built: a refused config never needs it
+    import torch
 
 NAMES = ("adamw", "sgd")
 
@@ -60,6 +64,12 @@ class AdamW(Schedule):
     def expected_name() -> str:
         return "adamw"
 
+    def build(self, params) -> torch.optim.Optimizer:
+        import torch
+
+        return torch.optim.AdamW(params, lr=self.lr, betas=tuple(self.betas), eps=self.eps,
+                                 weight_decay=self.weight_decay, fused=self.fused)
+
 
 @dataclass(frozen=True)
 class SGD(Schedule):
@@ -67,9 +77,23 @@ class SGD(Schedule):
     nesterov: bool
     weight_decay: float
 
+    def __post_init__(self):
+        super().__post_init__()
+        require(0 <= self.momentum < 1, "optimizer.momentum", self.momentum, "must be in [0, 1)")
+        require_bool(self.nesterov, "optimizer.nesterov")
+        require(not self.nesterov or self.momentum > 0, "optimizer.nesterov", self.nesterov,
+                "needs optimizer.momentum > 0")
+        require(self.weight_decay >= 0, "optimizer.weight_decay", self.weight_decay, "must be >= 0")
+
     @staticmethod
     def expected_name() -> str:
         return "sgd"
+
+    def build(self, params) -> torch.optim.Optimizer:
+        import torch
+
+        return torch.optim.SGD(params, lr=self.lr, momentum=self.momentum, nesterov=self.nesterov,
+                               weight_decay=self.weight_decay)
 
 
 Optimizer = AdamW | SGD

@@ -1,10 +1,12 @@
 """conf/reward/: how a completion is scored (docs/rewards.md), one spec per reward (reward=graduated|exact|move_value);
-`build()` makes the scorer of rookworld/rewards.py."""
+its settings checked here, `build()` makes the scorer of rookworld/rewards.py; the properties say what a run needs."""
 from __future__ import annotations
 
+import math
 from dataclasses import asdict, dataclass
 
 from rookworld.rewards import ExactReward, GraduatedReward, MoveValueReward
+from rookworld.specs.rules import ConfigError, is_number, require
 
 
 @dataclass(frozen=True)
@@ -23,6 +25,15 @@ class Graduated:
     arbiter_terminated: float
     arbiter_truncated: float
 
+    needs_action_values = False  # scored against the engine's top 5
+    sums_criteria = True         # a weighted sum of criteria (grpo.reward_aggregation=normalize_then_sum)
+
+    def __post_init__(self):
+        require_penalty(self.malformed_penalty)
+        require_positive("eval_scale", self.eval_scale)
+        require_weights(self, "policy")
+        require_weights(self, "arbiter")
+
     def build(self) -> GraduatedReward:
         return GraduatedReward(**asdict(self))
 
@@ -31,6 +42,12 @@ class Graduated:
 class Exact:
     """All or nothing."""
     malformed_penalty: float
+
+    needs_action_values = False
+    sums_criteria = False
+
+    def __post_init__(self):
+        require_penalty(self.malformed_penalty)
 
     def build(self) -> ExactReward:
         return ExactReward(**asdict(self))
@@ -53,8 +70,37 @@ class MoveValue:
     arbiter_terminated: float
     arbiter_truncated: float
 
+    needs_action_values = True  # every P: position's legal moves with their engine values
+    sums_criteria = True
+
+    def __post_init__(self):
+        require_penalty(self.malformed_penalty)
+        require_positive("eval_scale", self.eval_scale)
+        require_positive("loss_scale", self.loss_scale)
+        require_weights(self, "policy")
+        require_weights(self, "arbiter")
+
     def build(self) -> MoveValueReward:
         return MoveValueReward(**asdict(self))
 
 
 Reward = Graduated | Exact | MoveValue
+
+
+def require_penalty(value) -> None:
+    require(is_number(value) and -1.0 <= value <= 0.0, "reward.malformed_penalty", value, "must be in [-1, 0]")
+
+
+def require_positive(key: str, value) -> None:
+    require(is_number(value) and value > 0, f"reward.{key}", value, "must be a number > 0")
+
+
+def require_weights(spec: Graduated | MoveValue, task: str) -> None:
+    """The weights of `task` (its fields `<task>_*`): each a number >= 0, together 1.0 (a perfect answer scores 1)."""
+    weights = {key: value for key, value in asdict(spec).items() if key.startswith(f"{task}_")}
+    for key, value in weights.items():
+        require(is_number(value) and value >= 0, f"reward.{key}", value, "a weight must be a number >= 0")
+    total = math.fsum(weights.values())
+    if not math.isclose(total, 1.0, abs_tol=1e-6):
+        listed = ", ".join(f"reward.{key}={value}" for key, value in weights.items())
+        raise ConfigError(f"reward.{task}_*: the {task} weights sum to {total:g}, expected 1.0 ({listed})")

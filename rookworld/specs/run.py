@@ -12,10 +12,10 @@ from rookworld.specs.difficulty import Difficulty
 from rookworld.specs.eval import Eval
 from rookworld.specs.grpo import GRPO
 from rookworld.specs.guards import Guards
-from rookworld.specs.kl import KL, KLFixed, KLNone
+from rookworld.specs.kl import KL
 from rookworld.specs.model import Model
 from rookworld.specs.optimizer import Optimizer
-from rookworld.specs.reward import Graduated, MoveValue, Reward
+from rookworld.specs.reward import Reward
 from rookworld.specs.rules import is_device, require, require_available, require_bool, resolve_device
 from rookworld.specs.sampling import Sampling
 from rookworld.specs.task_mix import TaskMix
@@ -114,7 +114,7 @@ class RunSpec:
         self._check_reward_aggregation()
         self._check_final_pool()
         check_device(self.device)
-        if isinstance(self.kl, KLFixed) and self.kl.ref_device != "same":
+        if self.kl.ref_device != "same":
             require_available(self.kl.ref_device, "kl.ref_device", "same or cpu")
 
     @property
@@ -134,11 +134,11 @@ class RunSpec:
         aggregation = self.grpo.reward_aggregation
         if aggregation != "normalize_then_sum":
             return
-        require(isinstance(self.reward, (Graduated, MoveValue)), "grpo.reward_aggregation", aggregation,
+        require(self.reward.sums_criteria, "grpo.reward_aggregation", aggregation,
                 "needs reward=graduated or move_value (a weighted sum of criteria)")
         require(not self.grpo.reward_norm.enabled, "grpo.reward_aggregation", aggregation,
                 "normalises the criteria itself: turn grpo.reward_norm.enabled off")
-        require(isinstance(self.kl, KLNone) or self.kl.placement == "loss", "grpo.reward_aggregation", aggregation,
+        require(self.kl.reward_estimator is None, "grpo.reward_aggregation", aggregation,
                 "takes no KL in the reward: use kl.placement=loss")
 
 

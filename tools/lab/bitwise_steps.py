@@ -7,7 +7,7 @@ only moves code prints the same bytes.
     (cd OTHER_CHECKOUT && PYTHONPATH=. python /path/to/tools/lab/bitwise_steps.py /tmp/before.txt model.path=MODEL_DIR)
     diff /tmp/before.txt after.txt && echo bitwise unchanged
 
-It uses only what both checkouts have: rookworld.config.compose / load_run, rookworld.components.build_trainer.
+It uses only what both checkouts have: rookworld.config.compose / load_run, rookworld.components.build_run.
 The first argument is the output file; the others are overrides given to every run (model.path=DIR pins the
 model both checkouts load). Wall-clock metrics (step_time, tokens_per_s) are left out.
 """
@@ -18,7 +18,7 @@ import sys
 
 import torch
 
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.config import compose, load_run
 from rookworld.tracking import make_tracker
 
@@ -51,7 +51,7 @@ class Recorder:
 def run(name: str, overrides: list[str]) -> list[str]:
     cfg = compose([*BASE, *overrides])
     recorder = Recorder()
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg), [recorder])
+    trainer = build_run(load_run(cfg), make_tracker(cfg), [recorder])
     result = trainer.fit()
     lines = [f"== {name}: {result.outcome}, {result.steps} steps, objective {result.objective!r}"]
     for step, metrics in recorder.steps:

@@ -10,7 +10,7 @@ from pathlib import Path
 from hydra import compose, initialize_config_dir
 
 from rookworld.config import load_run
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.tracking import make_tracker
 
 SHAPES = ["experiment=quickstart", "tracking=none", "eval.cache_dir=null", "task_mix=env_only", "kl=fixed",
@@ -18,6 +18,6 @@ SHAPES = ["experiment=quickstart", "tracking=none", "eval.cache_dir=null", "task
 
 with initialize_config_dir(config_dir=str(Path(__file__).resolve().parents[2] / "conf")):
     cfg = compose("config", overrides=[*SHAPES, *sys.argv[1:]])
-trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+trainer = build_run(load_run(cfg), make_tracker(cfg))
 metrics, _ = trainer.train_step(0)
 print(f"{' '.join(sys.argv[1:]) or 'defaults'} on {trainer.device}: kl at step 0 = {metrics['kl']!r}")

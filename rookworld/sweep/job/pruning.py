@@ -147,10 +147,10 @@ class OptunaPruningHook:
 
 
 def check_failure_penalty(penalty: float, direction: StudyDirection) -> None:
-    """A failed run must rank below every real objective (eval/score, in [0, 1]) in the study's direction."""
+    """A failed run must rank below every real objective (a score in [0, 1]) in the study's direction."""
     if direction == StudyDirection.MINIMIZE:
         require(penalty > 1, "objective.failure_penalty", penalty,
-                "a minimize study needs a penalty above every eval/score (> 1), e.g. objective.failure_penalty=2")
+                "a minimize study needs a penalty above every score (> 1), e.g. objective.failure_penalty=2")
     else:
         require(penalty < 0, "objective.failure_penalty", penalty,
-                "a maximize study needs a penalty below every eval/score (< 0), e.g. objective.failure_penalty=-1")
+                "a maximize study needs a penalty below every score (< 0), e.g. objective.failure_penalty=-1")

@@ -11,12 +11,12 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from rookworld.outcomes import OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OUTCOMES, RUNNING, SUCCESS
+from rookworld.outcomes import OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OBJECTIVE_START_METRIC, OUTCOMES, RUNNING, SUCCESS
 from rookworld.specs.sweep import DIRECTIONS
 from rookworld.stats.intervals import Estimate, evaluation_interval
 from rookworld.sweep.staged.stages import BASELINE, CONFIG_ATTR, CONFIRM, RACE, SCORES_ATTR, STAGE_ATTR, Item
 from rookworld.sweep.storage.study import FAIL_REASON_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, RETRY_OF_ATTR, STEP_ATTR
-from rookworld.tracking import (CHANGE_METRIC, OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STEPS_METRIC, STOP_REASON_TAG,
+from rookworld.tracking import (OUTCOME_TAG, PARENT_TAG, ROLE_TAG, STEPS_METRIC, STOP_REASON_TAG,
                                 STUDY_TAG, TRIAL_TAG)
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class TrialRow:
 
     trial: int | None  # the trial number (None: a child run without the tag)
     outcome: str  # rookworld.outcome of its (latest) MLflow run, else the outcome its job recorded; NO_RUN if neither
-    objective: float | None  # the run's `objective` metric (a pruned run's: its last eval/score), or the value told
+    objective: float | None  # the run's `objective` metric (a pruned run's: its last evaluation's), or the value told
     # to Optuna (COMPLETE; PRUNED: its run's `objective`)
     params: dict[str, Any]  # the run's params (text), or the trial's swept params
     note: str = ""  # the run's stop reason, or why the trial failed and which trial it retries
@@ -55,7 +55,7 @@ class TrialRow:
     interval_basis: str = ""  # what the interval covers: its seeds, or one seed's evaluation noise only
     stage: str | None = None  # a staged sweep's: search, race or confirm (a run: one seed of a configuration)
     config: str | None = None  # a staged sweep's configuration: the search trial that sampled it, or "baseline"
-    start: float | None = None  # eval/score at step 0, the untrained model on its problems (objective - change/eval_score)
+    start: float | None = None  # the objective at step 0, the untrained model on its problems (objective/start)
     skill: dict[str, float] = field(default_factory=dict)  # its run's final SKILL_COLUMNS metrics
 
 
@@ -156,9 +156,8 @@ def seeds_interval(trial: FrozenTrial) -> dict[str, Any]:
 
 
 def start_score(run: Run) -> float | None:
-    """eval/score at step 0 of a run that evaluated at step 0 and at its end: its objective minus its change."""
-    objective, change = run.data.metrics.get(OBJECTIVE_METRIC), run.data.metrics.get(CHANGE_METRIC)
-    return None if objective is None or change is None else objective - change
+    """objective.metric at step 0 of a run that evaluated at step 0 (the trainer logs it as objective/start)."""
+    return run.data.metrics.get(OBJECTIVE_START_METRIC)
 
 
 def skill_metrics(run: Run | None) -> dict[str, float]:
@@ -244,14 +243,14 @@ def _trial_note(trial: FrozenTrial) -> str:
 
 def study_row(trial: FrozenTrial, outcome: str, run: Run | None = None) -> TrialRow:
     """`outcome`: its MLflow run's; without one (NO_RUN), the outcome its job recorded on the trial (if any);
-    `run`: its latest MLflow run (eval/score at step 0 and the chess-skill metrics), if any."""
+    `run`: its latest MLflow run (its objective at step 0 and the chess-skill metrics), if any."""
     if outcome == NO_RUN:
         outcome = str(trial.user_attrs.get(OUTCOME_ATTR, NO_RUN))
     steps = trial.intermediate_values
     complete = trial.value if trial.state.name == "COMPLETE" else None
     interval = seeds_interval(trial) or evaluation_interval(complete, trial.user_attrs.get(OBJECTIVE_SE_ATTR))
     logged = run.data.metrics if run is not None else {}
-    pruned = logged.get(OBJECTIVE_METRIC) if trial.state.name == "PRUNED" else None  # its last eval/score
+    pruned = logged.get(OBJECTIVE_METRIC) if trial.state.name == "PRUNED" else None  # its last evaluation's
     objective = complete if complete is not None else pruned
     last_step = logged.get(STEPS_METRIC, trial.user_attrs.get(STEP_ATTR, max(steps) if steps else None))
     return TrialRow(
@@ -336,7 +335,7 @@ def _best_line(summary: SweepSummary) -> str:
 
 
 def against_start_and_baseline(summary: SweepSummary) -> list[str]:
-    """The best trial against the untrained model (its own eval/score at step 0, on the same problems) and
+    """The best trial against the untrained model (its own objective at step 0, on the same problems) and
     against a staged sweep's baseline (its mean in the best trial's stage); one line for each it has,
     saying when the best is worse, or is the baseline itself."""
     best, lines = summary.best, []
@@ -347,7 +346,7 @@ def against_start_and_baseline(summary: SweepSummary) -> list[str]:
     if baseline is not None and best.config == BASELINE:
         lines.append("The best is the baseline configuration itself: no searched configuration beat it.")
         baseline = None
-    for name, reference in (("the untrained model (eval/score at step 0)", best.start),
+    for name, reference in (("the untrained model (objective at step 0)", best.start),
                             ("the baseline configuration (its mean)", baseline)):
         if reference is None:
             continue

@@ -1,6 +1,6 @@
 """The search space of a sweep: `hydra.sweeper.params` and the command line, as Optuna distributions.
 
-Parsing is hydra-optuna-sweeper's (`create_params_from_overrides`: choice(...) -> categorical,
+Parsing is distributions.py's (`params_from_overrides`: choice(...) -> categorical,
 interval(a, b) -> float or int, tag(log, interval(a, b)) -> log scale, range(...) -> stepped).
 Plain overrides (`sweeps=smoke`, `steps=2`) are fixed: every trial gets them.
 """
@@ -13,12 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from hydra.utils import instantiate
-from hydra_plugins.hydra_optuna_sweeper._impl import create_params_from_overrides
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
 from rookworld.config import ConfigError
 from rookworld.specs.inert import same
 from rookworld.specs.rules import is_number
+from rookworld.sweep.running.distributions import params_from_overrides
 
 
 @dataclass(frozen=True)
@@ -30,7 +30,7 @@ class SearchSpace:
     def parse(cls, params: dict[str, str], arguments: list[str]) -> SearchSpace:
         lines = [f"{k}={v}" for k, v in params.items()] + list(arguments)
         try:
-            distributions, fixed_params, fixed_overrides = create_params_from_overrides(lines)
+            distributions, fixed_params, fixed_overrides = params_from_overrides(lines)
         except Exception as error:  # the grammar's own errors: one line naming the range at fault
             raise ConfigError(f"{_culprit(params, arguments)}: {_reason(error)}") from error
         for name in fixed_params:
@@ -90,7 +90,7 @@ def _culprit(params: dict[str, str], arguments: list[str]) -> str:
     for line in lines:
         value = line.partition("=")[2]
         try:
-            create_params_from_overrides([f"{line.partition('=')[0].removeprefix('hydra.sweeper.params.')}={value}"])
+            params_from_overrides([f"{line.partition('=')[0].removeprefix('hydra.sweeper.params.')}={value}"])
         except Exception:  # noqa: BLE001 - this is the line at fault; the caller raises the error
             return line
     return f"hydra.sweeper.params={params}"

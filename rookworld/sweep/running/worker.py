@@ -41,7 +41,6 @@ from rookworld.sweep.staged.stages import (PROBLEMS_ATTR, SEARCH, SCORES_ATTR, S
                                     due, halving_report, is_search)
 from rookworld.sweep.storage.study import (FAIL_REASON_ATTR, GPU_ATTR, OBJECTIVE_SE_ATTR, OUTCOME_ATTR, Heartbeat,
                                            is_stale_failure, open_storage, resolve_stale_trials, trial_id)
-from rookworld.outcomes import OBJECTIVE_SE_METRIC
 from rookworld.tracking import absolute_path, one_line
 
 log = logging.getLogger(__name__)
@@ -298,7 +297,7 @@ class Worker:
     # ---------------------------------------------------------------- tell
 
     def tell(self, trial: Any, job: JobReturn) -> str:
-        """COMPLETE with the objective the job returned (a RunResult's; its outcome and final evaluation's standard
+        """COMPLETE with the objective the job returned (a RunResult's; its outcome and the objective's standard
         error become user attrs), else FAIL with why (fail_reason); a trial its job pruned stays PRUNED."""
         bound = trial_id(self.storage, self.spec.settings.study_name, trial.number)
         if self.storage.get_trial(bound).state.is_finished():  # its job pruned it
@@ -309,7 +308,7 @@ class Worker:
         outcome = getattr(returned, "outcome", None)
         if outcome is not None:
             self.storage.set_trial_user_attr(bound, OUTCOME_ATTR, str(outcome))
-        se = (getattr(returned, "final_eval", None) or {}).get(OBJECTIVE_SE_METRIC)
+        se = getattr(returned, "objective_se", None)
         if se is not None:
             self.storage.set_trial_user_attr(bound, OBJECTIVE_SE_ATTR, float(se))
         try:
