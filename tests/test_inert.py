@@ -10,7 +10,7 @@ import torch
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from rookworld.components import build_trainer
+from rookworld.components import build_run
 from rookworld.config import CONF_DIR, compose, load_run, value_sources
 from rookworld.specs.rules import ConfigError
 from rookworld.grpo.kl import kl_per_token
@@ -63,7 +63,7 @@ def check(preset: str, *fixed: str, planted: dict[str, str] | None = None) -> No
 def trained(tmp_path: Path, *overrides: str) -> tuple[list[torch.Tensor], list[torch.Tensor]]:
     """The tiny model's weights before and after 3 GRPO steps of BASE + `overrides` on the CPU."""
     cfg = tiny_config(tmp_path, *BASE, *overrides)
-    trainer = build_trainer(load_run(cfg), make_tracker(cfg))
+    trainer = build_run(load_run(cfg), make_tracker(cfg))
     start = [p.detach().clone() for p in trainer.policy.parameters()]
     for step in range(3):
         trainer.train_step(step)
