@@ -27,16 +27,16 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from rookworld.components import load_policy
-from rookworld.composition import run_hydra_main
-from rookworld.config import PROJECT_TARGETS, load_play
-from rookworld.engine import Engine
-from rookworld.errors import as_command
-from rookworld.hooks import run_link
+from rookworld.run.build import load_policy
+from rookworld.app.composition import run_hydra_main
+from rookworld.app.config import PROJECT_TARGETS, load_play
+from rookworld.stockfish.engine import Engine
+from rookworld.app.errors import as_command
+from rookworld.app.hooks import run_link
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
 from rookworld.outcomes import SUCCESS
-from rookworld.rollout import decode_generation, generate_for_prompts
+from rookworld.judge.rollout import decode_generation, generate_for_prompts
 from rookworld.specs.play import PlaySpec
 from rookworld.specs.rules import resolve_device
 from rookworld.tasks import parse_policy, policy_prompt
@@ -50,7 +50,7 @@ ELO_MARGIN = 1000           # the Elo fit searches the anchors' range widened by
 # ---- players -------------------------------------------------------------------------------------
 
 class EnginePlayer:
-    """Stockfish at a fixed node limit, one thread, hash cleared before each move (rookworld.engine)."""
+    """Stockfish at a fixed node limit, one thread, hash cleared before each move (rookworld.stockfish.engine)."""
 
     def __init__(self, nodes: int, path: str, hash_mb: int):
         self.name, self.nodes = f"nodes_{nodes}", nodes

@@ -14,26 +14,26 @@ from hydra.core.global_hydra import GlobalHydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from rookworld.config import PROJECT_TARGETS, load_run, resumed_config, value_sources
-from rookworld.composition import run_hydra_main
-from rookworld.errors import as_command, in_multirun, to_run_log
-from rookworld.hooks import build_step_hooks, run_link
-from rookworld.resume_check import check_checkpoint_folder
+from rookworld.app.config import PROJECT_TARGETS, load_run, resumed_config, value_sources
+from rookworld.app.composition import run_hydra_main
+from rookworld.app.errors import as_command, in_multirun, to_run_log
+from rookworld.app.hooks import build_step_hooks, run_link
+from rookworld.run.resume import check_checkpoint_folder
 from rookworld.specs.inert import inert_warnings
 from rookworld.specs.rules import ConfigError
 from rookworld.tracking import CHANGE_TAG, NullTracker, make_tracker
 
 if TYPE_CHECKING:  # torch and the model load in run(): a sweep's launcher and a refused command never need them
-    from rookworld.evaluate import Change
+    from rookworld.judge.evaluate import Change
     from rookworld.outcomes import RunResult
-    from rookworld.trainer import Trainer
+    from rookworld.run.trainer import Trainer
 
 
 def run(cfg: DictConfig) -> RunResult:
     """Validate, load the model and data, then open the MLflow run: a bad value, model or data path
     fails before a run exists. A run that evaluated at step 0 and at its end says what changed: the last
     line printed, in the run's log, and on the MLflow run (tag rookworld.change, metrics change/*)."""
-    from rookworld.components import build_run
+    from rookworld.run.build import build_run
 
     spec = load_run(cfg)
     if spec.resume_from:
@@ -49,13 +49,13 @@ def run(cfg: DictConfig) -> RunResult:
             tracker.set_tag(CHANGE_TAG, change.verdict)
             tracker.log_metrics(change.metrics(), step=result.steps)
     if change is not None:
-        print(change.line)  # also the run log's last line (rookworld.errors.as_command)
+        print(change.line)  # also the run log's last line (rookworld.app.errors.as_command)
     return result
 
 
 def run_change(trainer: Trainer, result: RunResult) -> Change | None:
     """eval/score from step 0 to the final evaluation; None without both (a resumed or failed run)."""
-    from rookworld.evaluate import judge_change
+    from rookworld.judge.evaluate import judge_change
 
     if trainer.first_eval is None or trainer.last_eval is None or not result.final_eval:
         return None

@@ -15,7 +15,7 @@ from rookworld.data.action_values import action_values, block_path
 from rookworld.data.positions import BUNDLED_DIR
 from rookworld.data.records import read_jsonl, write_jsonl
 from rookworld.data.run_folder import DONE_FILE
-from rookworld.engine import Engine
+from rookworld.stockfish.engine import Engine
 
 from annotate_helpers import interrupt_after_first_part, kill_after_first_part
 

@@ -89,8 +89,8 @@ def step_zero_update(tmp_path, *overrides):
     positive; AdamW then moves a weight by ~1e-12, below float32's resolution of the weights), so the policy
     that computes every ratio is the one that sampled: each micro-batch's log-probs against the old. The random
     tiny model: the ratio does not depend on what the weights know."""
-    from rookworld.components import build_run
-    from rookworld.config import load_run
+    from rookworld.run.build import build_run
+    from rookworld.app.config import load_run
     from rookworld.tracking import make_tracker
     cfg = tiny_config(tmp_path, "model=tiny", "task_mix=mixed", "prompts_per_step=4", "grpo.group_size=3",
                       "grpo.num_iterations=2", "grpo.num_minibatches=2", "optimizer.lr=1e-12",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from rookworld.config import compose
+from rookworld.app.config import compose
 from rookworld.commands.caps import arbiter_draws, completion_tokens, cuts, longest_completions
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.model.hub import ModelLoadError

@@ -17,8 +17,8 @@ from omegaconf import OmegaConf
 from rookworld.commands import annotate
 from rookworld.commands.load_time import load_files_uncached, start_arbiter_stream_uncached
 from rookworld.data.records import HELD_OUT_SPLITS, position_key, read_jsonl
-from rookworld.components import eval_problems
-from rookworld.config import spec_of
+from rookworld.run.build import eval_problems
+from rookworld.app.config import spec_of
 from rookworld.data.arbiter_stream import case_counts
 from rookworld.data import rookworld7m
 from rookworld.data.move_cases import illegal_moves, move_case, random_endgame_board

@@ -8,13 +8,13 @@ import random
 
 import pytest
 
-from rookworld.config import compose, load_run
+from rookworld.app.config import compose, load_run
 from rookworld.data.difficulty import DifficultyState, pass_rates_of, read_pass_rates, write_pass_rates
 from rookworld.commands.pass_rates import main as pass_rates_main
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.specs.rules import ConfigError
 from rookworld.tasks import perfect_completion, solves
-from rookworld.components import build_run
+from rookworld.run.build import build_run
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
 

@@ -6,9 +6,9 @@ import random
 import pytest
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import validate
+from rookworld.app.config import validate
 from rookworld.specs.rules import ConfigError
-from rookworld.divergence import Detectors
+from rookworld.grpo.guards import Detectors
 from rookworld.outcomes import (DIVERGED_ENTROPY, DIVERGED_GRAD_NORM, DIVERGED_KL_GROWTH, DIVERGED_REWARD, KL_FAILURE,
                                 NAN_FAILURE)
 from rookworld.train import run

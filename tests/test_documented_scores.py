@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from rookworld.config import ASSETS_DIR
-from rookworld.eval_cache import weights_digest
+from rookworld.app.config import ASSETS_DIR
+from rookworld.judge.eval_cache import weights_digest
 from rookworld.model.hub import load_pretrained
 
 REPO = Path(__file__).resolve().parents[1]

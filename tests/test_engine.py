@@ -1,4 +1,4 @@
-"""rookworld.engine: one persistent process, cache, side-to-move ranking, reliable shutdown."""
+"""rookworld.stockfish.engine: one persistent process, cache, side-to-move ranking, reliable shutdown."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import chess
 import chess.engine
 import pytest
 
-from rookworld.engine import Engine, EngineNotFoundError, analyse_many, score_to_pawns
+from rookworld.stockfish.engine import Engine, EngineNotFoundError, analyse_many, score_to_pawns
 from rookworld.tasks import Candidate
 
 STOCKFISH = "/usr/games/stockfish"
@@ -127,7 +127,7 @@ def test_close_is_idempotent_and_forgotten_engine_is_collected() -> None:
 
 CHILD = """
 import atexit, pathlib, sys
-from rookworld.engine import Engine
+from rookworld.stockfish.engine import Engine
 engine = Engine({path!r}, depth=4)
 engine.analyse("rnbqkbnr/pppppppp/8/8/4P3/8/PPPP1PPP/RNBQKBNR b KQkq - 0 1")
 pid = engine.pid
@@ -169,7 +169,7 @@ def test_a_killed_engine_process_is_restarted_once() -> None:
 def test_engine_config_instantiates_with_every_knob() -> None:
     from omegaconf import OmegaConf
 
-    from rookworld.config import build
+    from rookworld.app.config import build
 
     cfg = OmegaConf.load(REPO_ROOT / "conf" / "engine" / "stockfish.yaml")
     engine = build(cfg)
@@ -257,7 +257,7 @@ def test_agreement_curve_against_a_cached_reference(tmp_path: Path, capsys: pyte
 
 def test_a_label_move_outside_the_reference_lines_is_judged_by_its_own_deep_eval() -> None:
     from rookworld.commands.agreement import agrees
-    from rookworld.engine import Line
+    from rookworld.stockfish.engine import Line
 
     reference = (Line("h7h4", 999.89, 32), Line("g3f3", 999.87, 32))
     assert agrees("h7h4", reference, 0.05, {})

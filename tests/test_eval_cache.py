@@ -4,10 +4,10 @@ import json
 import pytest
 import torch
 
-from rookworld.eval_cache import EvalCache
+from rookworld.judge.eval_cache import EvalCache
 from rookworld.tracking import make_tracker
-from rookworld.components import build_run
-from rookworld.config import load_run
+from rookworld.run.build import build_run
+from rookworld.app.config import load_run
 from rookworld.train import run
 from train_helpers import tiny_config
 

@@ -3,7 +3,7 @@ training spread: per-problem 0/1 scores drawn with chance difficulty + the seed'
 import numpy as np
 import pytest
 
-from rookworld.evaluate import score_standard_error
+from rookworld.judge.evaluate import score_standard_error
 from rookworld.stats.eval_noise import noise_row, noise_table, smallest_size
 
 PROBLEMS = 1500  # of each task, as the validation part

@@ -4,7 +4,7 @@ import statistics
 
 import pytest
 
-from rookworld.evaluate import (IMPROVED, NO_CHANGE, WORSE, EvalResult, classify_change, judge_change,
+from rookworld.judge.evaluate import (IMPROVED, NO_CHANGE, WORSE, EvalResult, classify_change, judge_change,
                                 score_standard_error)
 
 

@@ -146,7 +146,7 @@ def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
     from hydra import compose, initialize_config_dir
 
     from rookworld.bench.steps import format_report, run, write_results
-    from rookworld.config import load_bench
+    from rookworld.app.config import load_bench
     from train_helpers import CONF_DIR
 
     overrides = ["model=tiny", "device=cpu", "prompts_per_step=2", "grpo.group_size=2", "grpo.micro_batch_size=2",
@@ -313,11 +313,11 @@ def test_fused_logprobs_match_the_chunked_path(tiny_model):
 
 def test_evaluation_through_the_decoder_scores_like_the_plain_sampler():
     """The trainer evaluates with its decoder on CUDA; on the same model the scores must not move."""
-    from rookworld.config import ASSETS_DIR
+    from rookworld.app.config import ASSETS_DIR
     from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-    from rookworld.evaluate import evaluate
+    from rookworld.judge.evaluate import evaluate
     from rookworld.model.hub import load_model
-    from rookworld.rewards import GraduatedReward
+    from rookworld.judge.rewards import GraduatedReward
 
     model, tokenizer = load_model(source=str(ASSETS_DIR / "rookworld_tiny"))
     problems = load_policy_problems("validation")[:6] + load_arbiter_problems("validation")[:6]

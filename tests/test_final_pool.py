@@ -15,7 +15,7 @@ import pytest
 from hydra.core.utils import JobReturn, JobStatus
 
 from rookworld import final_pool
-from rookworld.config import compose, load_round, load_run, load_sft, load_stages
+from rookworld.app.config import compose, load_round, load_run, load_sft, load_stages
 from rookworld.data.records import iter_jsonl, open_text, position_key
 from rookworld.specs.rules import ConfigError
 
@@ -60,7 +60,7 @@ def train_door(tmp: Path, *overrides: str) -> None:
 
 
 def sft_door(tmp: Path, *overrides: str) -> None:
-    from rookworld.supervised_training import run
+    from rookworld.sft.loop import run
 
     run(compose([f"model.path={empty_model(tmp)}", "device=cpu", "tracking=none", *overrides], "sft"))
 
@@ -190,7 +190,7 @@ def test_no_supervised_a_document_starts_from_a_final_pool_position():
     """The supervised stream's exclusion holds every final-pool position whatever the data (the bundled default
     names no final pool): its A: cases give no document from the final A: part's positions."""
     from rookworld.data.documents import ArbiterCases
-    from rookworld.supervised_training import heldout_keys
+    from rookworld.sft.loop import heldout_keys
 
     spec = load_sft(compose(["device=cpu"], "sft"))
     exclude = heldout_keys(spec)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rookworld.components import draw_block
-from rookworld.config import DATA_DIR
+from rookworld.run.build import draw_block
+from rookworld.app.config import DATA_DIR
 from rookworld.stats.blocks import game_blocks
 from rookworld.data.positions import load_policy_problems
 

@@ -10,21 +10,21 @@ import chess
 import pytest
 import torch
 
-from rookworld.components import build_learner, build_run
-from rookworld.config import load_run, validate
+from rookworld.run.build import build_learner, build_run
+from rookworld.app.config import load_run, validate
 from rookworld.specs.rules import ConfigError
 from rookworld.grpo.advantages import criterion_advantages, varying_groups, zero_std_share
 from rookworld.grpo.entropy import EntropyBonus, high_entropy_mask
 from rookworld.grpo.kl import kl_in_reward, kl_per_token
 from rookworld.grpo.sampler_correction import sampler_weights, weight_stats
 from rookworld.model.logprobs import token_logprobs
-from rookworld.rollout import generate_for_problems, stopped
+from rookworld.judge.rollout import generate_for_problems, stopped
 from rookworld.tasks import arbiter_problem, arbiter_truth, parse_policy, policy_problem
 from rookworld.tasks.arbiter import transition_slice
 from rookworld.tasks.dispatch import score_heldout
 from rookworld.tasks.policy import Candidate, PolicyTruth, policy_consistency
 from rookworld.tracking import make_tracker
-from rookworld.trainer import read_metrics
+from rookworld.run.trainer import read_metrics
 from train_helpers import tiny_config
 
 

@@ -10,8 +10,8 @@ import torch
 from hydra import initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from rookworld.components import build_run
-from rookworld.config import CONF_DIR, compose, load_run, value_sources
+from rookworld.run.build import build_run
+from rookworld.app.config import CONF_DIR, compose, load_run, value_sources
 from rookworld.specs.rules import ConfigError
 from rookworld.grpo.kl import kl_per_token
 from rookworld.grpo.loss import clipped_surrogate

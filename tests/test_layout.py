@@ -7,8 +7,8 @@
   entry point: entry points share setup through library modules.
 - Drivers sit above what they drive: no module outside rookworld/sweep/ imports rookworld.sweep. What
   a sweep adds to a run (its pruning hook, where the run is filed in MLflow) arrives through config
-  `_target_`s (rookworld/hooks.py).
-- Only the loader (rookworld.config, with the entry points' Hydra plumbing), the entry points,
+  `_target_`s (rookworld/app/hooks.py).
+- Only the loader (rookworld.app.config, with the entry points' Hydra plumbing), the entry points,
   rookworld/tracking/ and rookworld/sweep/ import omegaconf or hydra: the rest of the library gets
   typed specs (rookworld/specs/) or plain values, never a DictConfig.
 - The statistics (rookworld/stats/) are the ground floor: they import the standard library, numpy, scipy
@@ -55,14 +55,14 @@ PARENT_PATH = re.compile(r"(?:\.\.[/])+[\w./-]*")
 CONFIG_LIBRARIES = ("omegaconf", "hydra")
 # Besides the entry points, the modules that may import CONFIG_LIBRARIES, and why.
 CONFIG_SIDE = {
-    "rookworld.config": "the loader: the composed config becomes the typed specs",
-    "rookworld.composition": "the entry points' composition (one-line messages for a bad override)",
-    "rookworld.errors": "the entry points' exit policy (asks Hydra whether this is a multirun)",
-    "rookworld.hooks": "builds what a driver adds to a run from the config's _target_s (trial.hooks, tracking.run_link)",
+    "rookworld.app.config": "the loader: the composed config becomes the typed specs",
+    "rookworld.app.composition": "the entry points' composition (one-line messages for a bad override)",
+    "rookworld.app.errors": "the entry points' exit policy (asks Hydra whether this is a multirun)",
+    "rookworld.app.hooks": "builds what a driver adds to a run from the config's _target_s (trial.hooks, tracking.run_link)",
 }
 CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file runs and drive sweeps through Hydra
 LIBRARY_FOLDERS = ("rookworld.data", "rookworld.model", "rookworld.tasks", "rookworld.grpo")
-ASSEMBLY = ("rookworld.config", "rookworld.components", "rookworld.composition", "rookworld.errors", "rookworld.specs")
+ASSEMBLY = ("rookworld.app.config", "rookworld.run.build", "rookworld.app.composition", "rookworld.app.errors", "rookworld.specs")
 STATS = "rookworld.stats"
 STATS_MAY_IMPORT = ("__future__", "numpy", "scipy", STATS)  # and the standard library
 
@@ -184,7 +184,7 @@ def may_import_config_libraries(name: str, entries: set[str]) -> bool:
 
 
 def config_import_violations(modules: dict[str, Path], entries: set[str]) -> list[str]:
-    return [f"{name} imports {', '.join(sorted(found))}: only the loader (rookworld.config), the entry points, "
+    return [f"{name} imports {', '.join(sorted(found))}: only the loader (rookworld.app.config), the entry points, "
             f"tracking/ and sweep/ read the composed config; take a spec (rookworld/specs/) instead"
             for name, path in sorted(modules.items()) if not may_import_config_libraries(name, entries)
             for found in [config_libraries_imported(path)] if found]
@@ -196,7 +196,7 @@ def is_driver(name: str) -> bool:
 
 def driver_violations(graph: dict[str, set[str]]) -> list[str]:
     """Modules outside the sweep package that import it."""
-    return [f"{name} imports {target}: name what the sweep adds to a run by a config _target_ (rookworld/hooks.py)"
+    return [f"{name} imports {target}: name what the sweep adds to a run by a config _target_ (rookworld/app/hooks.py)"
             for name, targets in sorted(graph.items()) if not is_driver(name)
             for target in sorted(targets) if is_driver(target)]
 
@@ -385,17 +385,17 @@ def test_only_the_loader_entry_points_tracking_and_sweep_import_omegaconf_or_hyd
 def test_the_config_import_rule_fails_on_a_planted_violation(tmp_path):
     sources = {
         "__init__.py": "",
-        "config.py": "from omegaconf import DictConfig\n",
+        "app/config.py": "from omegaconf import DictConfig\n",
         "train.py": "import hydra\nif __name__ == '__main__':\n    pass\n",
         "sweep/__init__.py": "",
         "sweep/study.py": "from hydra.core.hydra_config import HydraConfig\n",
-        "trainer.py": "def fit():\n    from omegaconf import OmegaConf\n",  # the planted violation
-        "rollout.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from omegaconf import DictConfig\n",
+        "run/trainer.py": "def fit():\n    from omegaconf import OmegaConf\n",  # the planted violation
+        "judge/rollout.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from omegaconf import DictConfig\n",
     }
     root = planted_package(tmp_path, sources)
     modules = package_modules(root)
     problems = config_import_violations(modules, entry_points(modules))
-    assert len(problems) == 1 and problems[0].startswith("rookworld.trainer imports omegaconf"), problems
+    assert len(problems) == 1 and problems[0].startswith("rookworld.run.trainer imports omegaconf"), problems
 
 
 def test_the_library_folders_import_nothing_of_the_assembly():
@@ -405,14 +405,14 @@ def test_the_library_folders_import_nothing_of_the_assembly():
 
 def test_the_folder_rule_fails_on_a_planted_violation(tmp_path):
     sources = {
-        "__init__.py": "", "config.py": "", "errors.py": "", "specs/__init__.py": "", "specs/run.py": "",
-        "grpo/__init__.py": "", "tasks/__init__.py": "", "trainer.py": "from rookworld.specs.run import RunSpec\n",
+        "__init__.py": "", "app/config.py": "", "app/errors.py": "", "specs/__init__.py": "", "specs/run.py": "",
+        "grpo/__init__.py": "", "tasks/__init__.py": "", "run/trainer.py": "from rookworld.specs.run import RunSpec\n",
         "grpo/learner.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rookworld.specs.run import RunSpec\n",
-        "tasks/policy.py": "def score():\n    from rookworld.errors import as_command\n",  # the planted violation
+        "tasks/policy.py": "def score():\n    from rookworld.app.errors import as_command\n",  # the planted violation
     }
     root = planted_package(tmp_path, sources)
     assert folder_violations(import_graph(package_modules(root))) == [
-        "rookworld.tasks.policy imports rookworld.errors: a library folder takes plain values, not the run's assembly"]
+        "rookworld.tasks.policy imports rookworld.app.errors: a library folder takes plain values, not the run's assembly"]
 
 
 def test_the_statistics_import_no_optuna_hydra_mlflow_or_sweep():
@@ -465,11 +465,11 @@ def test_every_class_name_is_defined_once():
 
 def test_the_class_name_rule_fails_on_a_planted_violation(tmp_path):
     sources = {"__init__.py": "", "specs/__init__.py": "", "specs/guards.py": "class Guards:\n    pass\n",
-               "divergence.py": "class Guards:\n    class Inner:\n        pass\n", "trainer.py": "class Inner:\n    pass\n"}
+               "grpo/guards.py": "class Guards:\n    class Inner:\n        pass\n", "run/trainer.py": "class Inner:\n    pass\n"}
     root = planted_package(tmp_path, sources)
     assert repeated_class_names(package_modules(root)) == [
-        "class Guards is defined in rookworld.divergence, rookworld.specs.guards",
-        "class Inner is defined in rookworld.divergence, rookworld.trainer"]
+        "class Guards is defined in rookworld.grpo.guards, rookworld.specs.guards",
+        "class Inner is defined in rookworld.grpo.guards, rookworld.run.trainer"]
 
 
 def test_nothing_outside_the_sweep_imports_it():
@@ -480,17 +480,17 @@ def test_nothing_outside_the_sweep_imports_it():
 def test_the_driver_check_sees_a_planted_import(tmp_path):
     planted = tmp_path / "components.py"
     planted.write_text("def build_hooks(cfg):\n    from rookworld.sweep.job.pruning import OptunaPruningHook\n")
-    modules = {"rookworld.components": planted, "rookworld.sweep.job.pruning": tmp_path / "pruning.py",
-               "rookworld.sweep.storage.study": tmp_path / "study.py", "rookworld.config": tmp_path / "config.py"}
-    graph = {"rookworld.components": imported_modules("rookworld.components", planted, modules),
-             "rookworld.sweep.job.pruning": {"rookworld.sweep.storage.study", "rookworld.config"}}
-    assert driver_violations(graph) == ["rookworld.components imports rookworld.sweep.job.pruning: name what the sweep "
-                                        "adds to a run by a config _target_ (rookworld/hooks.py)"]
+    modules = {"rookworld.run.build": planted, "rookworld.sweep.job.pruning": tmp_path / "pruning.py",
+               "rookworld.sweep.storage.study": tmp_path / "study.py", "rookworld.app.config": tmp_path / "config.py"}
+    graph = {"rookworld.run.build": imported_modules("rookworld.run.build", planted, modules),
+             "rookworld.sweep.job.pruning": {"rookworld.sweep.storage.study", "rookworld.app.config"}}
+    assert driver_violations(graph) == ["rookworld.run.build imports rookworld.sweep.job.pruning: name what the sweep "
+                                        "adds to a run by a config _target_ (rookworld/app/hooks.py)"]
 
 
 def test_the_user_commands_are_entry_points():
     entries = entry_points(package_modules())
-    for command in ("rookworld.train", "rookworld.sft", "rookworld.bench.__main__", "rookworld.commands.annotate",
+    for command in ("rookworld.train", "rookworld.sft.__main__", "rookworld.bench.__main__", "rookworld.commands.annotate",
                     "rookworld.sweep.__main__", "rookworld.play"):
         assert command in entries
 
@@ -514,18 +514,18 @@ def test_imports_count_at_module_and_function_level(tmp_path, source, expected):
 
 def test_the_checks_see_a_cycle_and_a_layering_violation():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    graph = {"rookworld.rollout": {"rookworld.train"}, "rookworld.train": set(), "rookworld.sft": {"rookworld.train"}}
+    graph = {"rookworld.judge.rollout": {"rookworld.train"}, "rookworld.train": set(), "rookworld.sft": {"rookworld.train"}}
     problems = layering_violations(graph, {"rookworld.train", "rookworld.sft"})
     assert len(problems) == 2
 
 
 
 def test_the_layering_check_sees_a_library_module_importing_a_command():
-    graph = {"rookworld.trainer": {"rookworld.commands.derived"}, "rookworld.commands.derived": {"rookworld.data.records"},
+    graph = {"rookworld.run.trainer": {"rookworld.commands.derived"}, "rookworld.commands.derived": {"rookworld.data.records"},
              "rookworld.commands.mirror": {"rookworld.commands.derived", "rookworld.data.mirror"},
              "rookworld.data.mirror": {"rookworld.data.records"}, "rookworld.data.records": set()}
     assert layering_violations(graph, {"rookworld.commands.mirror"}) == [
-        "library module rookworld.trainer imports tool or command rookworld.commands.derived"]
+        "library module rookworld.run.trainer imports tool or command rookworld.commands.derived"]
 
 def test_no_private_name_is_used_outside_its_module():
     problems = private_name_uses(REPO, PYTHON_FOLDERS, bare=ON_SYS_PATH)

@@ -245,7 +245,7 @@ def test_tiny_tokenizer_keeps_padding_spaces_as_single_tokens(tiny_tokenizer):
 
 def test_every_newline_only_token_is_a_stop_token(tmp_path: Path) -> None:
     from rookworld.model.sampling import Generation
-    from rookworld.rollout import Rollout, decode_completions, stopped
+    from rookworld.judge.rollout import Rollout, decode_completions, stopped
 
     tiny = ChessTokenizer.from_directory(TINY_TOKENIZER_DIR)
     assert tiny.stop_ids == (tiny.eos_id, tiny.newline_id)

@@ -8,15 +8,15 @@ import re
 import chess
 import pytest
 
-from rookworld.components import build_run, eval_problems, heldout_problems, positions_of, require_move_values
-from rookworld.config import compose, load_run
+from rookworld.run.build import build_run, eval_problems, heldout_problems, positions_of, require_move_values
+from rookworld.app.config import compose, load_run
 from rookworld.specs.rules import ConfigError
-from rookworld.evaluate import evaluate, problem_score, skill_metrics, task_scores
+from rookworld.judge.evaluate import evaluate, problem_score, skill_metrics, task_scores
 from rookworld.model.sampling import PlainDecoder
 from rookworld.data.move_cases import random_game_positions
 from rookworld.data.positions import BUNDLED, load_policy_problems
 from rookworld.data.records import read_jsonl
-from rookworld.rewards import GraduatedReward, MoveValueReward
+from rookworld.judge.rewards import GraduatedReward, MoveValueReward
 from rookworld.specs.data import BundledData
 from rookworld.tasks import (Candidate, MissingActionValues, PolicyTruth, arbiter_problem, arbiter_truth,
                              policy_problem, render_arbiter_completion, score_heldout)
@@ -292,7 +292,7 @@ def test_a_move_value_run_refuses_values_that_are_not_the_legal_moves_before_it_
         require_move_values(load_policy_problems("train", path), positions_of(data, "train"), "reward=move_value")
 
 
-# ---- the held-out chess-skill metrics (rookworld/evaluate.py) ---------------------------------
+# ---- the held-out chess-skill metrics (rookworld/judge/evaluate.py) ---------------------------------
 
 SCHOLAR_VALUES = {"f3f7": 999.99, "b1c3": 0.6, "c4f7": -1.2}
 START_SKILL_VALUES = {"e2e4": 0.31, "d2d4": 0.29}

@@ -8,7 +8,7 @@ from rookworld.data.documents import ArbiterCases, TaskDocuments, collate
 from rookworld.data.packing import (PADDING_SEGMENT, batch_documents, collate_rows, document_tokens,
                                     pack_documents, pack_rows)
 from rookworld.data.positions import load_policy_problems
-from rookworld.supervised import lm_loss
+from rookworld.sft.update import lm_loss
 
 CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0, "castling": 0.5}
 SEQ_LEN = 320
@@ -81,9 +81,9 @@ def test_flex_attention_and_compile_are_refused_on_the_cpu_in_one_line():
     from hydra import compose, initialize_config_dir
     from train_helpers import CONF_DIR
 
-    from rookworld.config import load_sft
+    from rookworld.app.config import load_sft
     from rookworld.specs.rules import ConfigError
-    from rookworld.supervised import check_cuda_knobs
+    from rookworld.sft.update import check_cuda_knobs
 
     for override, message in (("sft.pack_attention=flex", "flex trains on a CUDA device only"),
                               ("sft.compile=true", "needs a CUDA device")):

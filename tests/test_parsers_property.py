@@ -6,7 +6,7 @@ import chess
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rookworld.rewards import CRITERIA, ExactReward, GraduatedReward
+from rookworld.judge.rewards import CRITERIA, ExactReward, GraduatedReward
 from rookworld.tasks import (
     ArbiterAnswer,
     Candidate,

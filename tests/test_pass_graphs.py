@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from rookworld.bench.checks import compare_graphed_update
-from rookworld.components import build_run
-from rookworld.config import load_run
+from rookworld.run.build import build_run
+from rookworld.app.config import load_run
 from rookworld.grpo.loss import LossNormalizer
 from rookworld.model.pass_graphs import pad_rows
-from rookworld.rollout import generate_for_problems
+from rookworld.judge.rollout import generate_for_problems
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
 

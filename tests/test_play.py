@@ -5,7 +5,7 @@ import pytest
 from hydra import compose, initialize_config_dir
 from mlflow import MlflowClient
 
-from rookworld.config import load_play
+from rookworld.app.config import load_play
 from rookworld.specs.rules import ConfigError
 from rookworld.play import (EnginePlayer, Game, fit_elo, level_games, model_metrics, openings, play_games, run, summary,
                             wilson_interval)

@@ -12,11 +12,11 @@ import pytest
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-from rookworld.config import compose
+from rookworld.app.config import compose
 from rookworld.specs.rules import ConfigError
-from rookworld.hooks import build_step_hooks, run_link
+from rookworld.app.hooks import build_step_hooks, run_link
 from rookworld.outcomes import DIVERGED_KL_GROWTH, KL_FAILURE
-from rookworld.evaluate import EvalResult
+from rookworld.judge.evaluate import EvalResult
 from rookworld.sweep.job.pruning import OptunaPruningHook
 from rookworld.sweep.storage.study import OUTCOME_ATTR
 from rookworld.sweep.storage.study import open_storage

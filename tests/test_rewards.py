@@ -8,8 +8,8 @@ from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
 from rookworld.data.move_cases import random_game_positions
-from rookworld.config import compose, load_run
-from rookworld.rewards import ExactReward, GraduatedReward, MoveValueReward, RewardResult
+from rookworld.app.config import compose, load_run
+from rookworld.judge.rewards import ExactReward, GraduatedReward, MoveValueReward, RewardResult
 from rookworld.specs.rules import ConfigError
 from rookworld.tasks.policy import MAX_CANDIDATES, format_eval
 from rookworld.tasks import (

@@ -13,7 +13,7 @@ import pytest
 import safetensors.torch
 import torch
 
-from rookworld.config import ASSETS_DIR, DATA_DIR
+from rookworld.app.config import ASSETS_DIR, DATA_DIR
 from rookworld.data.records import open_text
 from rookworld.model.hub import create_tiny, load_pretrained
 

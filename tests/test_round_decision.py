@@ -3,9 +3,9 @@ import json
 import random
 from pathlib import Path
 
-from rookworld.evaluate import EvalResult, score_standard_error, task_scores
+from rookworld.judge.evaluate import EvalResult, score_standard_error, task_scores
 from rookworld.warm_start.decision import decide, one_sided_p
-from rookworld.config import ASSETS_DIR
+from rookworld.app.config import ASSETS_DIR
 from rookworld.warm_start.lineage import (lineage_metrics, portable_command, read_lineage, render_table, used_seeds,
                                           write_model_card)
 

@@ -1,11 +1,11 @@
 """Rows scored while the GPU generates the rest get the rewards they would get afterwards."""
 import torch
 
-from rookworld.components import build_run
-from rookworld.config import load_run
+from rookworld.run.build import build_run
+from rookworld.app.config import load_run
 from rookworld.model.fast_sampling import StaticDecoder
-from rookworld.rollout import decode_completions
-from rookworld.scoring import StepScores
+from rookworld.judge.rollout import decode_completions
+from rookworld.judge.scoring import StepScores
 from rookworld.tracking import make_tracker
 from train_helpers import tiny_config
 

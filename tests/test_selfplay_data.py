@@ -9,7 +9,7 @@ from pathlib import Path
 import chess
 import pytest
 
-from rookworld.config import compose, load_run
+from rookworld.app.config import compose, load_run
 from rookworld.specs.rules import ConfigError
 from rookworld.data.positions import BUNDLED, load_arbiter_problems, load_policy_problems, policy_truth_from_record
 from rookworld.data.records import iter_jsonl, position_key

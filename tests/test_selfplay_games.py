@@ -11,7 +11,7 @@ import pytest
 from rookworld.data.move_cases import random_endgame_board
 from rookworld.data.records import read_jsonl
 from rookworld.data.selfplay import GameSettings, Repetitions, is_over_or_drawn, play_game
-from rookworld.uci_pipe import PipeEngine
+from rookworld.stockfish.uci_pipe import PipeEngine
 
 STOCKFISH = "/usr/games/stockfish"
 # games 0, 14, 17 and 21 of seed 2026 at 10,000 nodes, as python-chess's analyse labelled them

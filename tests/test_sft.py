@@ -9,15 +9,15 @@ import pytest
 import torch
 from sweep_helpers import descendants
 
-from rookworld.config import ASSETS_DIR
+from rookworld.app.config import ASSETS_DIR
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
-from rookworld.evaluate import evaluate
+from rookworld.judge.evaluate import evaluate
 from rookworld.model.hub import load_model
 from rookworld.model.sampling import PlainDecoder
-from rookworld.rewards import GraduatedReward
+from rookworld.judge.rewards import GraduatedReward
 from rookworld.tasks import perfect_completion
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, encode_document
-from rookworld.supervised import lm_loss
+from rookworld.sft.update import lm_loss
 
 CASES = {"normal": 4.0, "checkmate": 1.0, "illegal": 1.0, "promotion": 1.0}
 FORMAT_THRESHOLD = 0.8   # share of format-valid A: completions the shipped checkpoint must reach
@@ -90,7 +90,7 @@ def sft_config(*overrides: str):
 def test_the_sft_optimizer_is_a_group_choice_sgd_included():
     """`python -m rookworld.sft optimizer=sgd` builds SGD (the pre-training AdamW settings are an option of
     the optimizer group, not keys on top of whichever optimizer is chosen); the default is unchanged."""
-    from rookworld.config import load_sft
+    from rookworld.app.config import load_sft
 
     default = load_sft(sft_config()).optimizer
     assert (default.name, default.lr, tuple(default.betas), default.weight_decay, default.warmup_steps,
@@ -103,7 +103,7 @@ def test_the_sft_optimizer_is_a_group_choice_sgd_included():
 
 def test_two_processes_under_torchrun_take_the_same_steps_and_save_one_model(tmp_path):
     """Data-parallel SFT on the CPU (gloo): rank 0 logs and saves; the run ends only if both processes'
-    weights are identical after their steps (rookworld.distributed.check_in_sync)."""
+    weights are identical after their steps (rookworld.sft.distributed.check_in_sync)."""
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                "-m", "rookworld.sft", "device=cpu", "tracking=none", "sft.steps=2", "sft.batch_size=4",
                "sft.seq_len=96", "sft.num_workers=0", "sft.eval_every=0", "sft.log_every=1", "sft.heldout_docs=4",
@@ -148,9 +148,9 @@ def run_or_dump_stacks(command: list[str], timeout_s: float, env: dict[str, str]
 
 def test_a_seq_len_past_the_models_positions_is_refused_before_training():
     """A packed row may be longer than the model's context, a document not: documents are cut at sft.seq_len."""
-    from rookworld.config import load_sft
+    from rookworld.app.config import load_sft
     from rookworld.specs.rules import ConfigError
-    from rookworld.supervised_training import load_trainable
+    from rookworld.sft.loop import load_trainable
 
     spec = load_sft(sft_config("model=tiny", "model.tiny.n_positions=256", "sft.pack=true", "sft.seq_len=320",
                                "device=cpu", "tracking=none"))

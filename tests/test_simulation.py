@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rookworld.config import compose
+from rookworld.app.config import compose
 from rookworld.stats.paired import one_sided_p
 from rookworld.stats.simulation import MEASURED, Regime, false_winner_rate, power, signed_rank_rejects
 

@@ -1,4 +1,4 @@
-"""The typed specs (rookworld/specs/) and their loader (rookworld/config.py): every option of every group
+"""The typed specs (rookworld/specs/) and their loader (rookworld/app/config.py): every option of every group
 builds its spec, a key belongs only to the option that uses it, and a bad value, type, key or option fails
 in one line `key=value: rule`."""
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rookworld.config import compose, load_run
+from rookworld.app.config import compose, load_run
 from rookworld.specs.rules import ConfigError
 from rookworld.specs.kl import KLAdaptive, KLFixed, KLNone
 from rookworld.specs.optimizer import AdamW

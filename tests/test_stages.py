@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from rookworld.components import build_run
-from rookworld.config import load_run
+from rookworld.run.build import build_run
+from rookworld.app.config import load_run
 from rookworld.specs.rules import ConfigError
 from rookworld.sweep.running.launch import check_position_blocks
 from rookworld.tracking import make_tracker
@@ -107,7 +107,7 @@ def stages_with(key: str, value) -> dict:
     ("confirm.pool", "validation", "expected one of final, test"),
 ])
 def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> None:
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
 
     with pytest.raises(ConfigError) as error:
         load_stages(stages_with(key, value))
@@ -115,8 +115,8 @@ def test_every_stage_knob_is_checked_in_one_line(key: str, value, rule: str) -> 
 
 
 def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
-    from rookworld.config import load_sweeper
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_sweeper
+    from rookworld.app.config import load_stages
 
     with pytest.raises(ConfigError, match=r"^hydra\.sweeper\.stages\.race=\['rounds'\]: unknown key"):
         load_stages(stages_with("race", {**STAGES["race"], "rounds": 3}))
@@ -188,8 +188,8 @@ def test_each_verdict_preset_composes_and_its_stages_and_trial_config_are_valid(
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from rookworld.resume_check import differences
-    from rookworld.config import load_stages
+    from rookworld.run.resume import differences
+    from rookworld.app.config import load_stages
     from train_helpers import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR):
@@ -221,7 +221,7 @@ def test_the_final_pool_is_read_by_a_confirmation_alone(tmp_path: Path) -> None:
         confirmation = load_run(tiny_config(tmp_path, "data=selfplay", "eval.split=final"))
     assert confirmation.eval.split == "final"
 
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
 
     with pytest.raises(ConfigError) as error:
         check_position_blocks(load_stages(stages_with("confirm.pool", "final")), tiny_config(tmp_path))
@@ -234,7 +234,7 @@ def test_every_choice_of_the_chess_verdict_space_is_a_run_the_specs_accept() -> 
     specs accept: no trial fails on its config once the GPU run is under way."""
     from optuna.distributions import CategoricalDistribution
 
-    from rookworld.config import compose
+    from rookworld.app.config import compose
     from rookworld.sweep.running.space import SearchSpace
 
     space = SearchSpace.parse(dict(compose(["sweeps=chess_verdict"]).hydra.sweeper.params), [])
@@ -253,7 +253,7 @@ def test_the_next_stage_is_derived_from_the_study_alone_and_never_enqueued_twice
     again on the same study enqueues nothing more (several workers, a resumed sweep)."""
     import optuna
 
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
     from rookworld.sweep.staged.stages import (BASELINE, SCORES_ATTR, Item, StageView, due)
     from rookworld.sweep.storage.study import OUTCOME_ATTR
 
@@ -309,7 +309,7 @@ def test_with_baseline_ahead_idle_workers_run_the_baselines_race_and_confirmatio
     time while nothing waits (retries first); before that, nothing but the baseline's search trial."""
     import optuna
 
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
     from rookworld.sweep.staged.stages import BASELINE, Item, StageView, due
 
     settings = load_stages({**stages_with("baseline_ahead", True)}).with_horizon(2)
@@ -343,7 +343,7 @@ def test_the_report_sets_the_verdicts_winner_against_the_baseline_not_the_races_
     import optuna
 
     from rookworld.sweep.staged.stage_report import compared_config
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
     from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView, due
     from rookworld.sweep.storage.study import OUTCOME_ATTR
 
@@ -384,7 +384,7 @@ def test_the_report_checks_the_rungs_fidelity_on_the_search_seeds_of_every_confi
     import optuna
 
     from rookworld.sweep.staged.stage_report import stage_report
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
     from rookworld.sweep.staged.stages import BASELINE, SCORES_ATTR, Item, StageView
     from rookworld.sweep.storage.study import OUTCOME_ATTR
 
@@ -431,7 +431,7 @@ def test_a_seed_that_diverges_before_its_first_rung_scores_the_penalty_and_the_t
     from hydra.core.utils import JobReturn, JobStatus
 
     from rookworld.sweep.staged.rungs import ItemRun
-    from rookworld.config import load_stages
+    from rookworld.app.config import load_stages
     from rookworld.sweep.staged.stages import SEARCH, Item
 
     settings = load_stages(stages_with("rungs", [2, 4])).with_horizon(4)
@@ -530,7 +530,7 @@ class RecordedStudy:
     def __init__(self, stages: dict, n_trials: int, raised: str, seed_step: float = 0.0) -> None:
         import optuna
 
-        from rookworld.config import load_stages
+        from rookworld.app.config import load_stages
 
         self.settings = load_stages(stages).with_horizon(2)
         self.study = optuna.create_study(direction="maximize")

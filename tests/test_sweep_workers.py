@@ -188,7 +188,7 @@ def test_bad_input_fails_in_one_line_and_starts_nothing(tmp_path: Path, override
 @pytest.mark.parametrize("overrides", [["sweeps=verdict"], ["experiment=grpo_rookworld_tiny"],
                                        ["experiment=grpo_rookworld_tiny_swept"]], ids=lambda o: o[0])
 def test_a_task_mix_choice_on_the_command_line_applies_over_a_preset(overrides: list[str]) -> None:
-    from rookworld.config import compose
+    from rookworld.app.config import compose
 
     for choice, shares in (("env_heavy", (0.2, 0.8)), ("mixed", (0.8, 0.2)), ("balanced", (0.5, 0.5))):
         mix = compose([*overrides, f"task_mix={choice}"]).task_mix

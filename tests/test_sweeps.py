@@ -18,7 +18,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
-import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
+import rookworld.app.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from rookworld.specs.rules import ConfigError
 from rookworld.sweep.running.gpus import worker_gpus
 from rookworld.sweep.storage.clock import StorageClock
@@ -63,7 +63,7 @@ def test_sweeps_compose_with_every_storage(sweep: str, storage: str, prefix: str
     assert sweeper.study_name == sweep and sweeper.direction == "maximize"
     assert str(sweeper.storage).startswith(prefix)
     assert cfg.trial.number is None and cfg.trial.metric == "eval/score"
-    assert sweeper.validate == "rookworld.config.validate"
+    assert sweeper.validate == "rookworld.app.config.validate"
     assert sweeper.sampler._target_ == "optuna.samplers.TPESampler" and sweeper.sampler.seed == 0
     assert "optimizer.lr" in sweeper.params
 
@@ -281,7 +281,7 @@ def sweeper_args(**changes: Any) -> dict[str, Any]:
     ({"connect_timeout_s": "soon"}, "hydra.sweeper.connect_timeout_s='soon': expected a number"),
 ])
 def test_sweeper_settings_are_checked(change: dict[str, Any], message: str) -> None:
-    from rookworld.config import load_sweeper
+    from rookworld.app.config import load_sweeper
 
     with pytest.raises(ConfigError) as error:
         load_sweeper(sweeper_args(**change))

@@ -245,7 +245,7 @@ APP = """
 import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
-from rookworld.hooks import run_link
+from rookworld.app.hooks import run_link
 from rookworld.tracking import make_tracker
 
 OUTCOMES = ["success", "kl_failure", "success", "raise"]

@@ -14,18 +14,18 @@ import torch
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import load_run, resumed_config, validate, validate_bench, validate_sft
+from rookworld.app.config import load_run, resumed_config, validate, validate_bench, validate_sft
 from rookworld.specs.rules import ConfigError
 from rookworld.tasks import Problem
 from rookworld.tasks.arbiter import render_arbiter_completion
 from rookworld.data.positions import load_arbiter_problems, load_policy_problems
 from rookworld.tasks import perfect_completion
 from rookworld.model.sampling import Generation
-from rookworld.rollout import Rollout
-from rookworld.scoring import StepScores
+from rookworld.judge.rollout import Rollout
+from rookworld.judge.scoring import StepScores
 from rookworld.tracking import make_tracker
-from rookworld.components import build_run
-from rookworld.resume_check import TRAINER_STATE_FILE, check_resume, save_config
+from rookworld.run.build import build_run
+from rookworld.run.resume import TRAINER_STATE_FILE, check_resume, save_config
 from rookworld.model.hub import load_pretrained
 from rookworld.train import run
 from train_helpers import CONF_DIR, tiny_config
@@ -120,7 +120,7 @@ def test_old_logprobs_equal_the_training_forward_exactly(tmp_path):
     """With a reused batch the stored old log-probs must equal the gradient pass: ratio exactly 1."""
     trainer = make_trainer(tmp_path, "kl=fixed", "grpo.num_iterations=2")
     problems = trainer.sample_rows()  # groups of rows that share a prompt
-    from rookworld.rollout import generate_for_problems
+    from rookworld.judge.rollout import generate_for_problems
     rollout = generate_for_problems(trainer.decoder, trainer.tokenizer, problems, trainer.max_new_tokens,
                                     generator=trainer.generator)
     gen = rollout.generation

@@ -6,7 +6,7 @@ import torch
 from mlflow import MlflowClient
 
 from rookworld.specs.rules import ConfigError
-from rookworld.evaluate import classify_change
+from rookworld.judge.evaluate import classify_change
 from rookworld.tracking import CHANGE_TAG
 from rookworld.train import run
 from train_helpers import tiny_config

@@ -1,4 +1,4 @@
-"""rookworld.uci_pipe: the same analyses as rookworld.engine's python-chess path, over raw pipes."""
+"""rookworld.stockfish.uci_pipe: the same analyses as rookworld.stockfish.engine's python-chess path, over raw pipes."""
 from __future__ import annotations
 
 import os
@@ -9,8 +9,8 @@ import time
 import chess
 import pytest
 
-from rookworld.engine import Engine
-from rookworld.uci_pipe import PipeEngine, parse_pv_line
+from rookworld.stockfish.engine import Engine
+from rookworld.stockfish.uci_pipe import PipeEngine, parse_pv_line
 
 STOCKFISH = "/usr/games/stockfish"
 pytestmark = pytest.mark.skipif(not os.access(STOCKFISH, os.X_OK), reason="needs Stockfish")

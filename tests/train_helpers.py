@@ -6,7 +6,7 @@ Also the prompts the sampling tests decode from.
 """
 from pathlib import Path
 
-import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
+import rookworld.app.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig
 

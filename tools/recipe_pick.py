@@ -16,7 +16,7 @@ import re
 import statistics
 from pathlib import Path
 
-from rookworld.evaluate import EvalResult
+from rookworld.judge.evaluate import EvalResult
 from rookworld.warm_start.decision import decide
 
 SCORES = "validation_scores.json"

@@ -10,8 +10,8 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from rookworld.bench.steps import format_report, run, self_check_line, write_results
-from rookworld.config import PROJECT_TARGETS, load_bench
-from rookworld.errors import as_command
+from rookworld.app.config import PROJECT_TARGETS, load_bench
+from rookworld.app.errors import as_command
 
 
 @hydra.main(config_path="../../conf", config_name="bench", execution_whitelist=PROJECT_TARGETS)

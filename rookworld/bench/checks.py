@@ -35,7 +35,7 @@ from rookworld.model.fused_logprobs import fused_available
 from rookworld.model.logprobs import token_logprobs
 from rookworld.model.pass_graphs import ensure_grads
 from rookworld.model.sampling import Generation, generate
-from rookworld.rollout import prompt_ids
+from rookworld.judge.rollout import prompt_ids
 
 CHECK_TOKENS = 48  # completion tokens per row in the checks (the plain sampler is slow)
 SEED = 1234

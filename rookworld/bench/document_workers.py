@@ -20,11 +20,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from rookworld.components import load_policy
-from rookworld.config import compose, load_sft
+from rookworld.run.build import load_policy
+from rookworld.app.config import compose, load_sft
 from rookworld.data import documents
 from rookworld.data.positions import load_policy_problems
-from rookworld.errors import as_command
+from rookworld.app.errors import as_command
 
 EARLIER_MODULES = ("move_cases", "documents")  # in import order: documents imports move_cases
 

@@ -24,12 +24,12 @@ from pathlib import Path
 
 import torch
 
-from rookworld.components import eval_problems, heldout_problems, load_policy
-from rookworld.composition import compose_command
-from rookworld.config import load_run
-from rookworld.errors import as_command
-from rookworld.eval_cache import weights_digest
-from rookworld.evaluate import EvalResult, evaluate
+from rookworld.run.build import eval_problems, heldout_problems, load_policy
+from rookworld.app.composition import compose_command
+from rookworld.app.config import load_run
+from rookworld.app.errors import as_command
+from rookworld.judge.eval_cache import weights_digest
+from rookworld.judge.evaluate import EvalResult, evaluate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
 from rookworld.specs.rules import resolve_device

@@ -6,7 +6,7 @@ import sys
 
 import torch
 
-from rookworld.components import load_policy
+from rookworld.run.build import load_policy
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.hub import ModelLoadError, load_model
 from rookworld.model.tokenizer import ChessTokenizer

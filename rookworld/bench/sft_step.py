@@ -1,7 +1,7 @@
 """`python -m rookworld.bench.sft_step [--batch-sizes 192 768] [--attention sdpa,flex] [overrides]`: what one
 supervised step costs, unpacked and packed, and what the document workers make.
 
-Times the step of `python -m rookworld.sft` (rookworld/supervised.py: forward, loss, backward, clipping,
+Times the step of `python -m rookworld.sft` (rookworld/sft/update.py: forward, loss, backward, clipping,
 optimizer) on the configured model and device at each batch size, on the same real documents of the
 run's own stream twice: right-padded rows (sft.pack=false) and packed rows of sft.seq_len tokens
 (sft.pack=true; each --attention, compiled when sft.compile), interleaved, --repeats times (medians).
@@ -23,16 +23,16 @@ from functools import partial
 
 import torch
 
-from rookworld.components import load_policy
-from rookworld.config import compose, load_sft
+from rookworld.run.build import load_policy
+from rookworld.app.config import compose, load_sft
 from rookworld.data.documents import ArbiterCases, Document, TaskDocuments, collate
 from rookworld.data.packing import collate_rows, document_tokens, pack_documents
 from rookworld.data.positions import load_policy_problems
-from rookworld.errors import as_command
+from rookworld.app.errors import as_command
 from rookworld.model.precision import autocast_for
 from rookworld.specs.rules import one_of, resolve_device
 from rookworld.specs.sft import PACKED_ATTENTION
-from rookworld.supervised import check_cuda_knobs, supervised_step
+from rookworld.sft.update import check_cuda_knobs, supervised_step
 
 PROFILED_STEPS = 3  # steps under torch.profiler for the GPU's busy share (CUDA only)
 

@@ -36,7 +36,7 @@ import torch
 
 from rookworld.bench.checks import self_check
 from rookworld.bench.models import fresh_policy, load_bench_model
-from rookworld.components import assemble, make_sampler
+from rookworld.run.build import assemble, make_sampler
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.gpt2 import GPT, GPTConfig
 from rookworld.model.sampling import PlainDecoder
@@ -44,7 +44,7 @@ from rookworld.model.tokenizer import ChessTokenizer
 from rookworld.specs.bench import BenchSpec
 from rookworld.specs.rules import resolve_device
 from rookworld.tracking import NullTracker
-from rookworld.trainer import Trainer
+from rookworld.run.trainer import Trainer
 
 PHASES = ("generation", "scoring", "logprobs", "update")
 GIB = 2 ** 30

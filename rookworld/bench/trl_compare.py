@@ -25,7 +25,7 @@ GIB = 2 ** 30
 def run_trl(spec: BenchSpec, results: dict) -> dict:
     if importlib.util.find_spec("trl") is None:
         return {"status": "not run: trl is not installed"}
-    from rookworld.components import make_sampler
+    from rookworld.run.build import make_sampler
     try:
         return time_trl(spec, make_sampler(spec.run), results)
     except Exception as error:  # TRL's API moves quickly; a failure is reported next to our numbers

@@ -27,7 +27,7 @@ from scipy.stats import binomtest
 
 from rookworld.data.action_values import values_in_order
 from rookworld.data.records import read_jsonl
-from rookworld.engine import engine_config
+from rookworld.stockfish.engine import engine_config
 from rookworld.tasks.move_values import win_probability
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from pathlib import Path
 
 from rookworld.data.positions import BUNDLED
 from rookworld.data.records import read_jsonl
-from rookworld.engine import Engine, Line, analyse_many, engine_config
+from rookworld.stockfish.engine import Engine, Line, analyse_many, engine_config
 
 LADDER = (100_000, 200_000, 400_000, 800_000, 1_600_000)
 REFERENCE_NODES = 5_000_000

@@ -50,7 +50,7 @@ from rookworld.data.annotation import (Positions, Progress, SelfPlayConfig, anno
 from rookworld.data.records import at_line, excluded_positions, iter_jsonl, read_jsonl, write_jsonl
 from rookworld.data.selfplay import GameSettings
 from rookworld.data.shards import run_shards, throughput_line
-from rookworld.engine import Engine, EngineNotFoundError, analyse_many, engine_config
+from rookworld.stockfish.engine import Engine, EngineNotFoundError, analyse_many, engine_config
 from rookworld.interrupts import Interrupted, raise_on_signals
 
 

@@ -22,9 +22,9 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld.composition import compose_command
-from rookworld.config import spec_of
-from rookworld.errors import as_command
+from rookworld.app.composition import compose_command
+from rookworld.app.config import spec_of
+from rookworld.app.errors import as_command
 
 from rookworld.data.positions import HELD_OUT_SPLITS, load_arbiter_problems, load_policy_problems
 from rookworld.model.tokenizer import ChessTokenizer

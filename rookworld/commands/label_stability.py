@@ -23,7 +23,7 @@ from pathlib import Path
 
 from rookworld.data.records import read_jsonl
 from rookworld.data.positions import BUNDLED
-from rookworld.engine import Candidate, analyse_many, engine_config
+from rookworld.stockfish.engine import Candidate, analyse_many, engine_config
 
 LADDER = (25_000, 50_000, 100_000, 200_000, 400_000, 800_000, 1_600_000)
 

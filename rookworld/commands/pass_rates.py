@@ -18,15 +18,15 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from rookworld.components import load_policy
-from rookworld.composition import compose_command
-from rookworld.config import load_run
+from rookworld.run.build import load_policy
+from rookworld.app.composition import compose_command
+from rookworld.app.config import load_run
 from rookworld.data.difficulty import pass_rates_of, write_pass_rates
 from rookworld.data.positions import load_policy_problems
-from rookworld.errors import as_command
+from rookworld.app.errors import as_command
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.precision import autocast_for
-from rookworld.rollout import decode_completions, generate_for_problems
+from rookworld.judge.rollout import decode_completions, generate_for_problems
 from rookworld.specs.rules import resolve_device
 from rookworld.tasks import solves
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from omegaconf import DictConfig
 
-from rookworld.config import compose
+from rookworld.app.config import compose
 from rookworld.data.arbiter_stream import ArbiterStream
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 

@@ -32,7 +32,7 @@ from tqdm import tqdm
 from rookworld.data.records import at_line, iter_jsonl
 from rookworld.data.run_folder import (check_run_settings, completed, engine_pool, in_order, join_parts, write_done,
                                        write_part)
-from rookworld.engine import Engine
+from rookworld.stockfish.engine import Engine
 
 FRESH = {"blocks": 0, "positions": 0, "moves": 0, "engine_seconds": 0.0, "wall_seconds": 0.0}
 WINDOW_PER_WORKER = 4  # positions in flight per worker: enough to hide the slowest position of a block

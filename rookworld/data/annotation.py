@@ -22,7 +22,7 @@ from rookworld.data.move_cases import (classify_position, random_endgame_board, 
 from rookworld.data.phase import OPENING_MAX_FULLMOVE, game_phase
 from rookworld.data.records import at_line, open_text, position_key
 from rookworld.data.selfplay import PlaySettings
-from rookworld.engine import Engine
+from rookworld.stockfish.engine import Engine
 from rookworld.tasks.arbiter import MAX_HISTORY
 
 

@@ -19,8 +19,8 @@ import chess
 from rookworld.data.move_cases import random_endgame_board, recent_history
 from rookworld.data.phase import game_phase
 from rookworld.data.records import position_key
-from rookworld.engine import Engine
-from rookworld.uci_pipe import PipeEngine
+from rookworld.stockfish.engine import Engine
+from rookworld.stockfish.uci_pipe import PipeEngine
 from rookworld.tasks import Candidate
 
 SPLITS_BY_GAME = ("validation", "test", "rl", "train")  # the order of the split fractions below

@@ -10,7 +10,7 @@ A run folder holds
                                      (done.json's "splits" then counts them and confirms that no position
                                      and no game is in two splits)
 
-Each worker plays games with one Stockfish process over raw UCI pipes (rookworld/uci_pipe.py: the
+Each worker plays games with one Stockfish process over raw UCI pipes (rookworld/stockfish/uci_pipe.py: the
 labels of `Engine.analyse`, without python-chess's cost per search). Games are numbered and each is
 fixed by (seed, game) alone (rookworld/data/selfplay.py); the parent
 takes the games back in their order, drops positions seen before (in an earlier game, an --exclude
@@ -33,7 +33,7 @@ from rookworld.data.records import iter_jsonl, position_key
 from rookworld.data.run_folder import (check_run_settings, completed, engine_pool, in_order, join_parts, write_done,
                                        write_part)
 from rookworld.data.selfplay import SPLITS_BY_GAME, GameSettings, play_game
-from rookworld.uci_pipe import PipeEngine
+from rookworld.stockfish.uci_pipe import PipeEngine
 
 FRESH = {"shards": 0, "positions": 0, "analysed": 0, "engine_seconds": 0.0, "wall_seconds": 0.0}
 WINDOW_PER_WORKER = 4  # games in flight per worker: enough to hide the slowest game of a shard

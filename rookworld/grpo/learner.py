@@ -1,4 +1,4 @@
-"""One GRPO update of the policy: the update engine the Trainer (rookworld/trainer.py) owns.
+"""One GRPO update of the policy: the update engine the Trainer (rookworld/run/trainer.py) owns.
 
 Given a step's sampled completions (a Generation) and their advantages, the Learner
   1. builds the Batch: the distinct prompts once, the completions, the loss mask (rows cut at their
@@ -28,13 +28,13 @@ from rookworld.model.logprobs import completion_logprobs
 from rookworld.model.pass_graphs import MODEL_INPUTS, ShapeGraphs, ensure_grads, pad_rows
 from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
-from rookworld.optim import load_state_keeping_settings, set_lr
-from rookworld.rollout import stopped
+from rookworld.grpo.optim import load_state_keeping_settings, set_lr
+from rookworld.judge.rollout import stopped
 
 
 @dataclass(frozen=True)
 class UpdateSettings:
-    """What the update reads of a run, fixed for the run (the assembly, rookworld/components.py, fills it)."""
+    """What the update reads of a run, fixed for the run (the assembly, rookworld/run/build.py, fills it)."""
     loss: LossSettings            # the knobs of grpo_loss (GRPO.loss_settings)
     loss_type: str                # grpo.loss_type: the aggregation
     num_iterations: int           # grpo.num_iterations: epochs over a batch

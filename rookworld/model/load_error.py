@@ -1,4 +1,4 @@
-"""ModelLoadError, without torch: the entry points (rookworld/errors.py) catch it in every process,
+"""ModelLoadError, without torch: the entry points (rookworld/app/errors.py) catch it in every process,
 including those that never load a model."""
 
 

@@ -9,7 +9,7 @@ from rookworld.data.records import FINAL, HELD_OUT_SPLITS
 from rookworld.specs.rules import ConfigError, one_of, require
 
 
-SCORES = ("graduated", "chess")  # eval.score: the task-score formulas of rookworld/evaluate.py
+SCORES = ("graduated", "chess")  # eval.score: the task-score formulas of rookworld/judge/evaluate.py
 DRAWS = ("first", "blocks")  # the held-out problems evaluated: the first ones, or the run seed's block
 
 

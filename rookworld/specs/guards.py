@@ -1,4 +1,4 @@
-"""conf/guards/: the divergence detectors checked after every step (rookworld/divergence.py): every window an
+"""conf/guards/: the divergence detectors checked after every step (rookworld/grpo/guards.py): every window an
 integer >= 0 (0 = detector off), every threshold a positive number. The KL ceiling is kl.max; `build(kl)` makes
 the detectors."""
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING
 
-from rookworld.divergence import Detectors
+from rookworld.grpo.guards import Detectors
 from rookworld.specs.rules import is_number, require, require_bool, require_int
 
 if TYPE_CHECKING:

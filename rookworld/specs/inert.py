@@ -13,7 +13,7 @@ the others are switches that are off (a knob of the adaptive entropy bonus while
 exact entry gives bitwise-equal weights for two values of each of its knobs (tests/test_inert.py trains them).
 
 A plain run warns of each such knob that a source other than its own group's options sets (the command line,
-an experiment, a sweep preset, group_shape: rookworld.config.value_sources). A sweep refuses a swept knob
+an experiment, a sweep preset, group_shape: rookworld.app.config.value_sources). A sweep refuses a swept knob
 whose setting holds in some trial of its space, and a knob its fixed settings give whose setting holds in
 every trial. The composed config is read as plain keys (a DictConfig or a mapping of the same shape).
 """

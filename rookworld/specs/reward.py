@@ -1,11 +1,11 @@
 """conf/reward/: how a completion is scored (docs/rewards.md), one spec per reward (reward=graduated|exact|move_value);
-its settings checked here, `build()` makes the scorer of rookworld/rewards.py; the properties say what a run needs."""
+its settings checked here, `build()` makes the scorer of rookworld/judge/rewards.py; the properties say what a run needs."""
 from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
 
-from rookworld.rewards import ExactReward, GraduatedReward, MoveValueReward
+from rookworld.judge.rewards import ExactReward, GraduatedReward, MoveValueReward
 from rookworld.specs.rules import ConfigError, is_number, require
 
 

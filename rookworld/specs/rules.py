@@ -1,5 +1,5 @@
 """The rule helpers every spec uses: a bad value raises ConfigError("key=value: rule"), which the entry
-points print as one line `rookworld: error: key=value: rule` and exit 2 (rookworld/errors.py)."""
+points print as one line `rookworld: error: key=value: rule` and exit 2 (rookworld/app/errors.py)."""
 from __future__ import annotations
 
 import math

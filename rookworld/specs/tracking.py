@@ -13,7 +13,7 @@ BACKENDS = ("mlflow", "none")
 @dataclass(frozen=True)
 class NoTracking:
     backend: str
-    run_link: None  # nothing is filed (rookworld/hooks.py reads it)
+    run_link: None  # nothing is filed (rookworld/app/hooks.py reads it)
     log_checkpoint: ClassVar[bool] = False  # there is no store to upload a checkpoint to
 
     def __post_init__(self):
@@ -32,7 +32,7 @@ class MLflowTracking:
     param_value_max: int
     connect_timeout_s: float
     summary_top_k: int
-    run_link: dict[str, Any] | None  # where the run is filed: a factory by _target_ (rookworld/hooks.py)
+    run_link: dict[str, Any] | None  # where the run is filed: a factory by _target_ (rookworld/app/hooks.py)
 
     def __post_init__(self):
         require_option("tracking", "backend", self.backend, BACKENDS, "mlflow")

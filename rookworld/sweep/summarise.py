@@ -17,8 +17,8 @@ import os
 import optuna
 from omegaconf import OmegaConf
 
-from rookworld.composition import describe
-from rookworld.config import ConfigError, compose, load_stages
+from rookworld.app.composition import describe
+from rookworld.app.config import ConfigError, compose, load_stages
 from rookworld.sweep.staged.stage_report import study_stage_report
 
 from rookworld.sweep.storage.storage_url import storage_file

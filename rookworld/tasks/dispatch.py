@@ -65,7 +65,7 @@ def perfect_completion(problem: Problem) -> str:
 
 
 def score_heldout(problem: Problem, completion: str) -> dict[str, float]:
-    """The reward criteria of one completion (rookworld.rewards), plus for P: the eval MAE and the chess-skill
+    """The reward criteria of one completion (rookworld.judge.rewards), plus for P: the eval MAE and the chess-skill
     scores that apply to the position (rookworld/tasks/move_values.py)."""
     answer = parse_completion(problem, completion)
     scored = score_answer(problem, answer)

@@ -19,7 +19,7 @@ exception propagates), or "stopped by SIGTERM" / "stopped by SIGINT" for a signa
 success -> FINISHED; kl_failure, nan_failure, diverged:*, failed -> FAILED; pruned -> KILLED; an interrupt
 (a signal, KeyboardInterrupt, SystemExit) -> KILLED.
 
-A caller that places the run (a multirun job: the config's tracking.run_link, rookworld/hooks.py) passes a RunLink:
+A caller that places the run (a multirun job: the config's tracking.run_link, rookworld/app/hooks.py) passes a RunLink:
 the parent run it is a child of (tag `mlflow.parentRunId`), a default run name and extra tags.
 """
 from __future__ import annotations
@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 
 OUTCOME_TAG = "rookworld.outcome"
 STOP_REASON_TAG = "rookworld.stop_reason"
-CHANGE_TAG = "rookworld.change"  # improved / worse / no_change: eval/score from step 0 to the end (rookworld.evaluate)
+CHANGE_TAG = "rookworld.change"  # improved / worse / no_change: eval/score from step 0 to the end (rookworld.judge.evaluate)
 CHANGE_METRIC, CHANGE_SE_METRIC = "change/eval_score", "change/stderr"  # the change and its paired standard error
 STEPS_METRIC = "run/steps"  # the steps a run trained, logged at its end beside `objective`
 TRIAL_TAG = "rookworld.trial"
@@ -326,7 +326,7 @@ class MlflowTracker(Tracker):
 
 
 def make_tracker(cfg: DictConfig, link: RunLink | None = None) -> Tracker:
-    """The tracker `cfg.tracking` asks for, placed by `link` (the runs pass rookworld.hooks.run_link(cfg));
+    """The tracker `cfg.tracking` asks for, placed by `link` (the runs pass rookworld.app.hooks.run_link(cfg));
     relative sqlite paths resolve against Hydra's cwd."""
     settings = TrackingSettings.from_config(cfg.tracking, hydra_base_dir())
     if settings.backend == "none":

@@ -1,7 +1,7 @@
 """Whether a round's model replaces the shipped one: a paired test on the validation chess score.
 
 Both models answer the same held-out problems (the whole validation P: pool and A: part, greedy). The score is
-eval/score = ½ mean(P: problem scores) + ½ mean(A: problem scores) (rookworld/evaluate.py, eval.score=chess),
+eval/score = ½ mean(P: problem scores) + ½ mean(A: problem scores) (rookworld/judge/evaluate.py, eval.score=chess),
 and its change is the same combination of the per-problem differences d_i = candidate_i - baseline_i, so
 
     change = ½ mean_P(d) + ½ mean_A(d),    se = sqrt(¼ var_P(d) / n_P + ¼ var_A(d) / n_A)
@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
-from rookworld.evaluate import EvalResult, judge_change
+from rookworld.judge.evaluate import EvalResult, judge_change
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import math
 import re
 from pathlib import Path
 
-from rookworld.evaluate import EvalResult
+from rookworld.judge.evaluate import EvalResult
 
 LINEAGE_FILE = "lineage.json"
 SECTION = "## Lineage"

@@ -38,13 +38,13 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from rookworld import final_pool, supervised_training
-from rookworld.components import heldout_problems, require_move_values
-from rookworld.composition import run_hydra_main
-from rookworld.config import PROJECT_TARGETS, load_round
+from rookworld.run.build import heldout_problems, require_move_values
+from rookworld.app.composition import run_hydra_main
+from rookworld.app.config import PROJECT_TARGETS, load_round
 from rookworld.data.records import open_text
 from rookworld.data.shard_pool import ShardPool, position_files
-from rookworld.errors import as_command
-from rookworld.evaluate import EvalResult, evaluate
+from rookworld.app.errors import as_command
+from rookworld.judge.evaluate import EvalResult, evaluate
 from rookworld.model.fast_sampling import make_decoder
 from rookworld.model.hub import load_pretrained, save_pretrained
 from rookworld.model.precision import autocast_for

@@ -7,7 +7,7 @@ only moves code prints the same bytes.
     (cd OTHER_CHECKOUT && PYTHONPATH=. python /path/to/tools/lab/bitwise_steps.py /tmp/before.txt model.path=MODEL_DIR)
     diff /tmp/before.txt after.txt && echo bitwise unchanged
 
-It uses only what both checkouts have: rookworld.config.compose / load_run, rookworld.components.build_run.
+It uses only what both checkouts have: rookworld.app.config.compose / load_run, rookworld.run.build.build_run.
 The first argument is the output file; the others are overrides given to every run (model.path=DIR pins the
 model both checkouts load). Wall-clock metrics (step_time, tokens_per_s) are left out.
 """
@@ -18,8 +18,8 @@ import sys
 
 import torch
 
-from rookworld.components import build_run
-from rookworld.config import compose, load_run
+from rookworld.run.build import build_run
+from rookworld.app.config import compose, load_run
 from rookworld.tracking import make_tracker
 
 BASE = ["experiment=grpo_rookworld_tiny", "device=cpu", "cpu_threads=1", "tracking=none", "seed=1", "steps=3",

@@ -32,9 +32,9 @@ sys.path.insert(0, str(ROOT))
 from rookworld.bench.models import load_bench_model  # noqa: E402
 from rookworld.model import decode_kernels  # noqa: E402
 from rookworld.model.fast_sampling import StaticDecoder  # noqa: E402
-from rookworld.rollout import prompt_ids  # noqa: E402
-from rookworld.components import make_sampler  # noqa: E402
-from rookworld.config import load_bench  # noqa: E402
+from rookworld.judge.rollout import prompt_ids  # noqa: E402
+from rookworld.run.build import make_sampler  # noqa: E402
+from rookworld.app.config import load_bench  # noqa: E402
 
 
 def parse_layout(text: str) -> dict:

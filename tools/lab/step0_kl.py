@@ -9,8 +9,8 @@ from pathlib import Path
 
 from hydra import compose, initialize_config_dir
 
-from rookworld.config import load_run
-from rookworld.components import build_run
+from rookworld.app.config import load_run
+from rookworld.run.build import build_run
 from rookworld.tracking import make_tracker
 
 SHAPES = ["experiment=quickstart", "tracking=none", "eval.cache_dir=null", "task_mix=env_only", "kl=fixed",

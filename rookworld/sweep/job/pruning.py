@@ -24,14 +24,14 @@ from optuna.study import StudyDirection
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import ConfigError, load_trial_report, require
+from rookworld.app.config import ConfigError, load_trial_report, require
 from rookworld.specs.trial import TrialReport
 from rookworld.sweep.storage.study import OUTCOME_ATTR, STEP_ATTR, open_storage, trial_id
 from rookworld.sweep.storage.storage_url import TIMEOUT_KNOBS, DbTimeouts, default_timeouts, timeouts_of
 from rookworld.tracking import hydra_base_dir
 
 if TYPE_CHECKING:
-    from rookworld.evaluate import EvalResult
+    from rookworld.judge.evaluate import EvalResult
 
 log = logging.getLogger(__name__)
 

@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 
-from rookworld.config import require
+from rookworld.app.config import require
 
 log = logging.getLogger(__name__)
 

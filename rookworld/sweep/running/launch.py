@@ -26,7 +26,7 @@ from optuna.distributions import CategoricalDistribution
 from optuna.storages import BaseStorage
 from optuna.trial import TrialState
 
-from rookworld.config import load_sweeper, value_sources
+from rookworld.app.config import load_sweeper, value_sources
 from rookworld.interrupts import Interrupted, interrupts_unmasked
 from rookworld.specs.inert import check_space_knobs_act
 from rookworld.specs.rules import ConfigError, require
@@ -334,9 +334,9 @@ def check_position_blocks(stages: Any, probe: DictConfig) -> None:
     """The trial's data holds the confirmation's pool (hydra.sweeper.stages.confirm.pool), and with
     eval.draw=blocks each part holds a block for every seed scored on it (the race's on validation, the
     confirmation's on its pool): a block seen by two seeds would share its position term between them."""
-    from rookworld.components import heldout_problems
+    from rookworld.run.build import heldout_problems
     from rookworld.stats.blocks import game_blocks
-    from rookworld.config import load_run
+    from rookworld.app.config import load_run
 
     spec = load_run(probe)
     pool = stages.confirm.pool
@@ -358,7 +358,7 @@ def check_position_blocks(stages: Any, probe: DictConfig) -> None:
 
 def config_differences(spec: WorkerSpec, baseline: Any, other: Any) -> dict[str, tuple]:
     """The composed trial configs of two configurations (override lists), compared: the keys that differ."""
-    from rookworld.resume_check import differences
+    from rookworld.run.resume import differences
 
     def composed(overrides: Any) -> dict[str, Any]:
         return _plain(spec.hydra_context.config_loader.load_sweep_config(spec.config, [*spec.space.fixed, *overrides]))
@@ -385,7 +385,7 @@ def log_stage_report(client: Any, run_id: str, markdown: str, checks: list[Any])
 
 def check_trial_configs(config: DictConfig, context: HydraContext, space: SearchSpace,
                         validate: str | None) -> DictConfig:
-    """Compose the trial config for each probe of the search space and `validate` it (rookworld.config.validate:
+    """Compose the trial config for each probe of the search space and `validate` it (rookworld.app.config.validate:
     the typed specs check every value's type and rule)."""
     probes = [compose_trial(config, context, space, params) for params in space.probes()]
     check_swept_dimensions(config, context, space, probes)

@@ -18,7 +18,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from rookworld.config import require
+from rookworld.app.config import require
 
 CONTROL = "nvidia-cuda-mps-control"
 MODES = ("auto", "on", "off")

@@ -15,7 +15,7 @@ from typing import Any
 from hydra.utils import instantiate
 from optuna.distributions import BaseDistribution, CategoricalDistribution, FloatDistribution, IntDistribution
 
-from rookworld.config import ConfigError
+from rookworld.app.config import ConfigError
 from rookworld.specs.inert import same
 from rookworld.specs.rules import is_number
 from rookworld.sweep.running.distributions import params_from_overrides

@@ -17,13 +17,13 @@ from pathlib import Path
 import torch
 from hydra import compose, initialize_config_dir
 
-import rookworld.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
-from rookworld.components import load_policy
-from rookworld.config import build
+import rookworld.app.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
+from rookworld.run.build import load_policy
+from rookworld.app.config import build
 from rookworld.data.positions import BUNDLED, load_arbiter_problems
 from rookworld.data.records import read_jsonl
 from rookworld.model.fast_sampling import make_decoder
-from rookworld.rollout import decode_completions, generate_for_problems
+from rookworld.judge.rollout import decode_completions, generate_for_problems
 from rookworld.tasks import score_heldout
 
 CONF_DIR = str(Path(__file__).resolve().parents[3] / "conf")

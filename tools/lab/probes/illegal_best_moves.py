@@ -18,10 +18,10 @@ from collections import Counter
 import chess
 import torch
 
-from rookworld.components import heldout_problems, load_policy
-from rookworld.config import compose, load_run
+from rookworld.run.build import heldout_problems, load_policy
+from rookworld.app.config import compose, load_run
 from rookworld.model.fast_sampling import make_decoder
-from rookworld.rollout import decode_completions, generate_for_problems
+from rookworld.judge.rollout import decode_completions, generate_for_problems
 from rookworld.specs.rules import resolve_device
 from rookworld.tasks.policy import legal_moves, parse_policy
 

@@ -29,7 +29,7 @@ sys.path.insert(0, str(ROOT))
 
 from rookworld.bench.models import load_bench_model  # noqa: E402
 from rookworld.bench.steps import build_trainer  # noqa: E402
-from rookworld.config import load_bench  # noqa: E402
+from rookworld.app.config import load_bench  # noqa: E402
 from rookworld.grpo.loss import LossNormalizer  # noqa: E402
 
 TINY = ["model=rookworld_tiny", "bench.random_weights=false", "bench.full_length=false",

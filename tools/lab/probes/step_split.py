@@ -23,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 
 from rookworld.bench.models import load_bench_model  # noqa: E402
 from rookworld.bench.steps import build_trainer  # noqa: E402
-from rookworld.config import load_bench  # noqa: E402
+from rookworld.app.config import load_bench  # noqa: E402
 
 CUDA = torch.cuda.is_available()
 sync = torch.cuda.synchronize if CUDA else (lambda: None)

@@ -1,13 +1,13 @@
 """The supervised (behavioural-cloning) training loop of `python -m rookworld.sft` and of warm-start rounds
 (rookworld/warm_start/round.py): the document stream, the loop, its evaluation and the saved model.
 
-On several GPUs: `torchrun --standalone --nproc_per_node N -m rookworld.sft ...` (rookworld/distributed.py;
+On several GPUs: `torchrun --standalone --nproc_per_node N -m rookworld.sft ...` (rookworld/sft/distributed.py;
 sft.batch_size stays the documents per optimizer step, split over the processes).
 
 The documents (rookworld/data/documents.py): A: documents from python-chess alone, without limit,
 with a move drawn by case so rare transitions are common enough to learn; P: documents from the
 annotated training positions. Held-out positions never appear in training documents. Held-out loss is measured on documents of the
-held-out sets; the task evaluation is the GRPO loop's (rookworld.evaluate).
+held-out sets; the task evaluation is the GRPO loop's (rookworld.judge.evaluate).
 """
 from __future__ import annotations
 
@@ -23,22 +23,22 @@ from typing import TYPE_CHECKING
 import torch
 from torch.utils.data import DataLoader
 
-from rookworld.components import eval_problems, heldout_problems, load_policy
-from rookworld.config import load_sft
+from rookworld.run.build import eval_problems, heldout_problems, load_policy
+from rookworld.app.config import load_sft
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
 from rookworld.data.packing import PackedRows, batch_documents, collate_rows
 from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
-from rookworld import distributed, final_pool
-from rookworld.evaluate import evaluate
-from rookworld.hooks import run_link
+from rookworld.sft import distributed, final_pool
+from rookworld.judge.evaluate import evaluate
+from rookworld.app.hooks import run_link
 from rookworld.model.hub import save_pretrained
 from rookworld.model.sampling import PlainDecoder
-from rookworld.optim import set_lr
+from rookworld.grpo.optim import set_lr
 from rookworld.outcomes import SUCCESS
 from rookworld.specs.rules import require
 from rookworld.specs.sft import SftSpec
-from rookworld.supervised import check_cuda_knobs, lm_loss, supervised_step
+from rookworld.sft.update import check_cuda_knobs, lm_loss, supervised_step
 from rookworld.tasks import Problem
 from rookworld.tracking import NullTracker, make_tracker
 from rookworld.model.precision import autocast_for

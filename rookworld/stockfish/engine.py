@@ -29,7 +29,7 @@ import yaml
 
 from rookworld.tasks import Candidate
 
-ENGINE_CONFIG = Path(__file__).resolve().parents[1] / "conf" / "engine" / "stockfish.yaml"
+ENGINE_CONFIG = Path(__file__).resolve().parents[2] / "conf" / "engine" / "stockfish.yaml"
 
 
 def engine_config() -> dict:

@@ -1,6 +1,6 @@
 """Stockfish over raw UCI pipes: the labelling searches of self-play at scale.
 
-`PipeEngine.analyse(fen)` returns what `Engine.analyse` returns (rookworld/engine.py), from the
+`PipeEngine.analyse(fen)` returns what `Engine.analyse` returns (rookworld/stockfish/engine.py), from the
 same commands: `setoption name MultiPV` when the number of lines changes, `ucinewgame` before every
 search (a clean hash and search history, so a label does not depend on what came before), the same
 `position` and `go` lines. What it leaves out is python-chess's cost per search: an event-loop thread
@@ -20,7 +20,7 @@ import weakref
 import chess
 import chess.engine
 
-from rookworld.engine import (AnalysisCache, Line, MultiPVAnalyser, limit_record, ranked_lines, resolve_engine_path,
+from rookworld.stockfish.engine import (AnalysisCache, Line, MultiPVAnalyser, limit_record, ranked_lines, resolve_engine_path,
                               score_to_pawns, validate_engine_settings)
 
 

@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 from omegaconf import DictConfig
 
-from rookworld.config import build
+from rookworld.app.config import build
 from rookworld.tracking import RunLink
 
 if TYPE_CHECKING:  # the trainer's protocol: the run sits below its entry points' plumbing
-    from rookworld.trainer import StepHook
+    from rookworld.run.trainer import StepHook
 
 
 def build_step_hooks(cfg: DictConfig) -> list[StepHook]:

@@ -16,7 +16,7 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import InterpolationResolutionError
 
-from rookworld.resume_check import CONFIG_FILE, resume_base
+from rookworld.run.resume import CONFIG_FILE, resume_base
 from rookworld.specs.bench import Bench, BenchSpec
 from rookworld.specs.play import PlaySpec
 from rookworld.specs.round import Round, RoundSpec
@@ -27,9 +27,9 @@ from rookworld.specs.sweep import STAGES, Stages, Sweeper
 from rookworld.specs.trial import REPORT_KEYS, TrialReport
 
 PROJECT_TARGETS = "rookworld.*"
-ASSETS_DIR = Path(__file__).parent / "assets"
-DATA_DIR = Path(__file__).parent / "data"
-CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+ASSETS_DIR = Path(__file__).parents[1] / "assets"
+DATA_DIR = Path(__file__).parents[1] / "data"
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
 
 # `${rookworld.asset:NAME}` in a config: a file or folder shipped in rookworld/assets/.
 def _asset(name: str) -> str:
@@ -97,7 +97,7 @@ def load_run(cfg: DictConfig) -> RunSpec:
 
 def resumed_config(cfg: DictConfig, overrides: Sequence[str], groups: Collection[str]) -> DictConfig:
     """The config of a run given `resume_from=DIR`: the checkpoint's own config with the command line's
-    `overrides` on top when they choose none of the config `groups` (rookworld.resume_check.resume_base),
+    `overrides` on top when they choose none of the config `groups` (rookworld.run.resume.resume_base),
     so that `resume_from=DIR` alone continues that run; `cfg` itself otherwise, or without DIR/config.yaml
     (the resume check then says what is missing)."""
     path = Path(str(cfg.get("resume_from") or "")) / CONFIG_FILE

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from rookworld.rollout import Rollout, decode_completions, generate_for_problems
+from rookworld.judge.rollout import Rollout, decode_completions, generate_for_problems
 from rookworld.stats.score_error import score_standard_error
 from rookworld.tasks import Problem, perfect_completion, score_heldout
 from rookworld.tracking import CHANGE_METRIC, CHANGE_SE_METRIC

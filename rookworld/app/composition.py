@@ -43,12 +43,12 @@ def run_hydra_main(main: Callable[[], object], config_name: str) -> None:
 
 
 def compose_command(overrides: list[str], config_name: str = "config"):
-    """rookworld.config.compose for a command that is not a @hydra.main (the data, caps and bench tools): a
+    """rookworld.app.config.compose for a command that is not a @hydra.main (the data, caps and bench tools): a
     typo in an override is a ConfigError saying what run_hydra_main would say (one line and exit 2 under
-    rookworld.errors.as_command)."""
+    rookworld.app.errors.as_command)."""
     from hydra.errors import ConfigCompositionException, OverrideParseException
 
-    from rookworld.config import compose
+    from rookworld.app.config import compose
     from rookworld.specs.rules import ConfigError
 
     try:

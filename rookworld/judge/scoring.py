@@ -11,8 +11,8 @@ from dataclasses import dataclass
 
 import torch
 
-from rookworld.rewards import RewardResult
-from rookworld.rollout import Rollout, completion_text, decode_completions
+from rookworld.judge.rewards import RewardResult
+from rookworld.judge.rollout import Rollout, completion_text, decode_completions
 from rookworld.tasks import Problem, parse_completion, solves
 from rookworld.tasks.dispatch import diagnostics
 

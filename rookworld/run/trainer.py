@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
 
-from rookworld.divergence import Detectors
-from rookworld.eval_cache import EvalCache, cache_key
-from rookworld.evaluate import EvalResult, evaluate
-from rookworld.finite_weights import LastFiniteWeights
+from rookworld.grpo.guards import Detectors
+from rookworld.judge.eval_cache import EvalCache, cache_key
+from rookworld.judge.evaluate import EvalResult, evaluate
+from rookworld.run.finite_weights import LastFiniteWeights
 from rookworld.grpo.advantages import (Advantages, EMARewardNormalizer, criterion_advantages, group_advantages,
                                       varying_groups, zero_std_share)
 from rookworld.grpo.kl import KLController, kl_in_reward
@@ -33,9 +33,9 @@ from rookworld.model.precision import autocast_for
 from rookworld.model.sampling import Generation
 from rookworld.outcomes import (NAN_FAILURE, OBJECTIVE_METRIC, OBJECTIVE_SE_METRIC, OBJECTIVE_START_METRIC, PRUNED, SUCCESS,
                                 RunResult, standard_error_metric)
-from rookworld.resume_check import TRAINER_STATE_FILE, ResumePoint, save_config
-from rookworld.rollout import Rollout, generate_for_problems, stopped
-from rookworld.scoring import ScoredRows, StepScores
+from rookworld.run.resume import TRAINER_STATE_FILE, ResumePoint, save_config
+from rookworld.judge.rollout import Rollout, generate_for_problems, stopped
+from rookworld.judge.scoring import ScoredRows, StepScores
 from rookworld.specs.rules import ConfigError
 from rookworld.tasks import Problem
 from rookworld.tracking.tracker import STEPS_METRIC
@@ -50,7 +50,7 @@ if TYPE_CHECKING:  # the groups' values the loop reads
 class StepHook(Protocol):
     """Looks at each step's metrics (eval/* included at evaluation steps, with the evaluation itself);
     True stops the run as pruned. Told the run's outcome at the end. What a driver adds to a run
-    (rookworld/hooks.py builds them from the config)."""
+    (rookworld/app/hooks.py builds them from the config)."""
 
     def should_prune(self, step: int, metrics: dict[str, float], evaluation: EvalResult | None) -> bool: ...
 
@@ -59,7 +59,7 @@ class StepHook(Protocol):
 
 @dataclass(frozen=True)
 class LoopSettings:
-    """What the loop reads of a run, fixed for the run (the assembly, rookworld/components.py, fills it)."""
+    """What the loop reads of a run, fixed for the run (the assembly, rookworld/run/build.py, fills it)."""
     seed: int
     steps: int                     # the schedules' length
     end_step: int                  # where this run stops (stop_at, else steps)
@@ -385,7 +385,7 @@ class Trainer:
         return result
 
     def _start_eval_cache(self) -> EvalCache | None:
-        """The shared step-0 evaluation of these starting weights (rookworld/eval_cache.py); None when off."""
+        """The shared step-0 evaluation of these starting weights (rookworld/judge/eval_cache.py); None when off."""
         e, cfg = self.settings.eval, self.settings
         if not e.cache_dir:
             return None
@@ -423,7 +423,7 @@ class Trainer:
 
     def resume_from(self, point: ResumePoint) -> None:
         """Continue the run save_checkpoint() wrote to `point.directory` (its config checked against this one by
-        the assembly, rookworld/resume_check.py): the policy's weights, then the trainer state (the reference
+        the assembly, rookworld/run/resume.py): the policy's weights, then the trainer state (the reference
         stays the starting policy unless the state carries a synced one)."""
         directory = point.directory
         # Logged when the run starts (fit): the trainer is built before its MLflow run opens.

@@ -15,14 +15,14 @@ from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
 from rookworld.grpo.learner import Learner, UpdateSettings
 from rookworld.model.hub import load_model
-from rookworld.resume_check import resume_point
+from rookworld.run.resume import resume_point
 from rookworld.specs.data import Data
 from rookworld.specs.eval import Eval
 from rookworld.specs.kl import KL
 from rookworld.specs.model import Model
 from rookworld.specs.rules import ConfigError, require, resolve_device
 from rookworld.specs.run import RunSpec
-from rookworld.trainer import LoopSettings, Trainer
+from rookworld.run.trainer import LoopSettings, Trainer
 
 
 def build_run(spec: RunSpec, tracker, hooks: list | None = None) -> Trainer:

@@ -28,10 +28,10 @@ from pathlib import Path
 
 import torch
 
-from rookworld.evaluate import EvalResult
+from rookworld.judge.evaluate import EvalResult
 from rookworld.tracking import absolute_path, hydra_base_dir
 
-PACKAGE_DIR = Path(__file__).resolve().parent
+PACKAGE_DIR = Path(__file__).resolve().parents[1]
 
 
 def weights_digest(model: torch.nn.Module) -> str:
