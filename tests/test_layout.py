@@ -19,6 +19,8 @@
   Their `python -m` commands live apart, in rookworld/commands/.
 - The repository stands alone: code, configs, docs and tests never point at a path outside it,
   at an issue number or at an outside seed run.
+- The house has floors (FLOORS: the statistics, tasks and model at the bottom, the tools at the top): no
+  import runs up a floor, and at most LOBBY_LIMIT modules stand loose in rookworld/ itself.
 - No module imports a private part (a leading underscore) of another package, and every class name is
   defined in one module only.
 - A name with a leading underscore is used only in the module that defines it (library, tests and
@@ -64,6 +66,20 @@ CONFIG_SIDE_PACKAGES = ("rookworld.tracking", "rookworld.sweep")  # they file ru
 LIBRARY_FOLDERS = ("rookworld.data", "rookworld.model", "rookworld.tasks", "rookworld.grpo")
 ASSEMBLY = ("rookworld.app.config", "rookworld.run.build", "rookworld.app.composition", "rookworld.app.errors", "rookworld.specs")
 STATS = "rookworld.stats"
+# The floors of the house, bottom up: a module imports only its own floor and those below (a wing is a folder
+# of rookworld/, a lobby module its own room). Tools, commands and drivers stand on the top floors.
+FLOORS = (
+    ("stats", "tasks", "model", "outcomes", "interrupts"),
+    ("stockfish", "tracking"),
+    ("data", "judge"),
+    ("grpo",),
+    ("specs",),
+    ("run",),
+    ("app",),
+    ("sft", "sweep", "commands", "train", "play"),
+    ("bench", "warm_start"),
+)
+LOBBY_LIMIT = 10  # loose modules in rookworld/ itself (the package's __init__.py aside)
 STATS_MAY_IMPORT = ("__future__", "numpy", "scipy", STATS)  # and the standard library
 
 
@@ -219,6 +235,23 @@ def stats_violations(modules: dict[str, Path]) -> list[str]:
             for name, path in sorted(modules.items()) if within(name, (STATS,))
             for found in sorted(imported_names(path, name.rpartition(".")[0]))
             if found.split(".")[0] not in sys.stdlib_module_names and not within(found, STATS_MAY_IMPORT)]
+
+
+def floor_of(name: str) -> int:
+    """The floor of module `name`: its wing's (the first part below rookworld), by FLOORS."""
+    room = name.split(".")[1] if "." in name else name
+    return next(level for level, rooms in enumerate(FLOORS) if room in rooms)
+
+
+def floor_violations(graph: dict[str, set[str]]) -> list[str]:
+    """Imports from a lower floor to a higher one (bar `if TYPE_CHECKING:`)."""
+    return [f"{name} imports {target}: floor {floor_of(name) + 1} imports floor {floor_of(target) + 1}, above it"
+            for name, targets in sorted(graph.items()) if name != "rookworld"
+            for target in sorted(targets) if target != "rookworld" and floor_of(target) > floor_of(name)]
+
+
+def lobby_modules(root: Path = PACKAGE) -> list[str]:
+    return sorted(path.stem for path in root.glob("*.py") if path.name != "__init__.py")
 
 
 def outside_private_imports(modules: dict[str, Path]) -> list[str]:
@@ -438,6 +471,27 @@ def test_the_statistics_rule_fails_on_a_planted_violation(tmp_path):
         "rookworld.stats.verdict imports optuna.trial",
         "rookworld.stats.verdict imports optuna.trial.TrialState",
     ]
+
+
+def test_no_import_runs_up_a_floor_and_the_lobby_stays_small():
+    problems = floor_violations(import_graph(package_modules()))
+    assert not problems, "\n".join(problems)
+    lobby = lobby_modules()
+    assert len(lobby) <= LOBBY_LIMIT, f"{len(lobby)} loose modules in rookworld/ (at most {LOBBY_LIMIT}): {lobby}"
+    assert {room for rooms in FLOORS for room in rooms} >= {p.name for p in PACKAGE.iterdir()
+                                                           if p.is_dir() and (p / "__init__.py").exists()} | set(lobby)
+
+
+def test_the_floor_rule_fails_on_a_planted_violation(tmp_path):
+    sources = {"__init__.py": "", "tasks/__init__.py": "", "run/__init__.py": "", "judge/__init__.py": "",
+               "run/trainer.py": "from rookworld.judge.rollout import generate\n",
+               "judge/rollout.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from rookworld.run.trainer import T\n",
+               "tasks/policy.py": "def score():\n    from rookworld.run.trainer import Trainer\n",  # the planted violation
+               **{f"loose_{n}.py": "" for n in range(LOBBY_LIMIT + 1)}}
+    root = planted_package(tmp_path, sources)
+    assert [p.split(":")[0] for p in floor_violations(import_graph(package_modules(root)))] == [
+        "rookworld.tasks.policy imports rookworld.run.trainer"]
+    assert len(lobby_modules(root)) == LOBBY_LIMIT + 1  # the lobby check's count
 
 
 def test_no_module_imports_a_private_part_of_another_package():
