@@ -73,7 +73,7 @@ FLOORS = (
     ("stockfish", "tracking"),
     ("data", "judge"),
     ("grpo",),
-    ("specs",),
+    ("specs", "final_pool"),
     ("run",),
     ("app",),
     ("sft", "sweep", "commands", "train", "play"),

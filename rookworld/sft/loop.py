@@ -29,7 +29,8 @@ from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collat
 from rookworld.data.packing import PackedRows, batch_documents, collate_rows
 from rookworld.data.positions import load_policy_problems
 from rookworld.data.records import HELD_OUT_SPLITS, position_key
-from rookworld.sft import distributed, final_pool
+from rookworld import final_pool
+from rookworld.sft import distributed
 from rookworld.judge.evaluate import evaluate
 from rookworld.app.hooks import run_link
 from rookworld.model.hub import save_pretrained

@@ -37,7 +37,8 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from rookworld import final_pool, supervised_training
+from rookworld import final_pool
+from rookworld.sft import loop as supervised_training
 from rookworld.run.build import heldout_problems, require_move_values
 from rookworld.app.composition import run_hydra_main
 from rookworld.app.config import PROJECT_TARGETS, load_round
