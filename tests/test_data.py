@@ -170,6 +170,7 @@ def test_held_out_case_shares_are_checked() -> None:
         eval_problems(eval_spec(num_arbiter=1500, arbiter_cases=TRAINED_MIX), [], load_arbiter_problems("validation"), seed=0)
 
 
+@pytest.mark.slow
 def test_arbiter_training_stream_has_the_configured_case_shares() -> None:
     """4,000 draws of the default stream: each case within 2 points of its configured share, and the
     illegal draws spread over every illegal kind."""

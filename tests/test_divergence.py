@@ -136,6 +136,7 @@ def test_guard_knobs_are_validated_in_one_line(tmp_path, override):
         validate(tiny_config(tmp_path, "tracking=none", override))
 
 
+@pytest.mark.slow
 def test_a_real_run_is_stopped_by_kl_growth_before_kl_max(tmp_path, capsys):
     """rookworld_tiny at lr 1e-3: KL 0, 0.31, 5.6 in three steps (a 2-step window's mean grows from 0 to
     2.95, above 0.1 x kl.max), stopped there; kl.max = 20 is never reached."""

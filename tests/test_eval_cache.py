@@ -25,6 +25,7 @@ def step0_metrics(uri: str) -> list[dict[str, float]]:
              for key in r.data.metrics if key.startswith("eval/")} for r in runs]
 
 
+@pytest.mark.slow
 def test_a_second_run_reuses_the_step0_evaluation_and_logs_it_identically(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     cache = tmp_path / "cache"

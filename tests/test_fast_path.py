@@ -141,6 +141,7 @@ def test_activation_checkpointing_changes_nothing_but_memory(tiny_model):
     assert all(torch.equal(a, b) for a, b in zip(results[0][1], results[1][1], strict=True))
 
 
+@pytest.mark.slow
 def test_bench_runs_real_train_steps_on_the_cpu(tmp_path):
     """The benchmark end to end on the tiny model: self-check, timed steps, trials, the JSON."""
     from hydra import compose, initialize_config_dir
@@ -311,6 +312,7 @@ def test_fused_logprobs_match_the_chunked_path(tiny_model):
         assert (a - b).norm() <= 1e-5 * a.norm() + 1e-7
 
 
+@pytest.mark.slow
 def test_evaluation_through_the_decoder_scores_like_the_plain_sampler():
     """The trainer evaluates with its decoder on CUDA; on the same model the scores must not move."""
     from rookworld.app.config import ASSETS_DIR

@@ -14,6 +14,7 @@ SELFPLAY = "selfplay/{split}.jsonl.xz"  # under rookworld/data/
 
 
 @pytest.mark.parametrize("split, games, blocks", [("validation", 186, 14), ("test", 195, 15)])
+@pytest.mark.slow
 def test_no_game_is_in_two_blocks_of_one_part(split: str, games: int, blocks: int) -> None:
     problems = load_policy_problems(split, DATA_DIR / SELFPLAY.format(split=split))
     assert len({p.game for p in problems}) == games and None not in {p.game for p in problems}

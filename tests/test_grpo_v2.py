@@ -202,6 +202,7 @@ def slow_update(trainer, policy, reference_logp, batch, seed, g, k, entropy_coef
 
 
 @pytest.mark.parametrize("knob", sorted(KNOBS))
+@pytest.mark.slow
 def test_update_with_each_knob_matches_the_slow_reference(tmp_path, knob):
     """Two epochs of two shuffled minibatches, micro-batches of 2: the trainer's update equals the slow
     per-row reference (float32 rounding), with every knob switched on alone."""
@@ -284,6 +285,7 @@ def test_dynamic_sampling_skips_the_update_when_no_group_varies(tmp_path):
     assert all(torch.equal(p, b) for p, b in zip(trainer.policy.parameters(), before))
 
 
+@pytest.mark.slow
 def test_each_knob_runs_a_training_step_and_reports_its_metrics(tmp_path):
     cfg = tiny_config(tmp_path, "task_mix=env_only", "kl=fixed", "kl.placement=reward", "kl.estimator=k1",
                       "grpo.entropy.adaptive=true", "grpo.sampler_correction.mode=token_truncate")
@@ -404,6 +406,7 @@ def sampled_batch(trainer):
     return batch
 
 
+@pytest.mark.slow
 def test_micro_batch_size_leaves_the_update_unchanged(tmp_path):
     """Top-entropy masking and the entropy bonus over mu = 2 epochs of two shuffled minibatches of 3
     rows: micro-batches of 0 (whole), 1, 2, 3 and 6 rows give the same gradient at every optimizer step
@@ -462,6 +465,7 @@ def test_sampler_weights_are_logged_as_trl_names_them(tmp_path):
     assert metrics["sampling/importance_sampling_ratio/max"] == pytest.approx(1.2)
 
 
+@pytest.mark.slow
 def test_an_update_resumed_from_its_state_is_bitwise_at_the_default_threads(tmp_path):
     """mu = 2 over shuffled minibatches of 3 rows of 2 prompts (rows gather their prompts), top-entropy
     masking, the adaptive entropy bonus, sampler correction and the bias-corrected KL, on the CPU's

@@ -34,6 +34,7 @@ def keys(name: str) -> set[str]:
 
 
 @pytest.mark.parametrize("part", sorted({**P_PARTS, **FINAL}))
+@pytest.mark.slow
 def test_each_p_part_has_its_rows_games_and_label_budget(part: str) -> None:
     n_rows, n_games, nodes = {**P_PARTS, **FINAL}[part]
     part_rows = rows(part)
@@ -104,6 +105,7 @@ def test_the_regenerated_train_split_is_disjoint_from_every_shipped_part() -> No
         assert train_games.isdisjoint(r["game"] for r in rows(part)), part
 
 
+@pytest.mark.slow
 def test_data_selfplay_loads_the_rl_split_for_training_and_the_pools_for_evaluation() -> None:
     spec = load_run(compose(["data=selfplay"]))
     data = spec.data.as_mapping()

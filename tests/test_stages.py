@@ -38,6 +38,7 @@ def test_paired_seeds_give_two_configurations_the_same_problem_order(tmp_path: P
     assert order("c", 4, "optimizer.lr=1e-5") != first, "another seed must give another order"
 
 
+@pytest.mark.slow
 def test_a_prefix_resumed_to_the_full_horizon_equals_an_uninterrupted_run_bitwise(tmp_path: Path) -> None:
     """A rung: the run stops at stop_at=2 of steps=3 (its LR warm-up and cosine decay, its KL warm-up span
     all 3 steps), evaluates and saves its checkpoint; the promoted configuration resumes from it to step 3
@@ -140,6 +141,7 @@ def test_unknown_stage_keys_and_a_minimizing_staged_sweep_are_refused() -> None:
      "rookworld: error: eval.num_arbiter=500: the validation part (1500) holds 3 blocks of it, "
      "hydra.sweeper.stages.race.max_seeds = 4 seeds need one each (eval.draw=blocks)"),
 ])
+@pytest.mark.slow
 def test_a_bad_staged_sweep_stops_before_anything_starts(tmp_path: Path, overrides: list[str], line: str) -> None:
     import subprocess
     import sys

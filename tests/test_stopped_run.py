@@ -37,7 +37,7 @@ def test_sigterm_to_pytest_leaves_no_process_and_no_postgresql_server(tmp_path: 
     ours_before = descendants(os.getpid())
     env = {k: v for k, v in subprocess_env().items() if not k.startswith("PYTEST_")}  # a run of its own, not a worker
     with open(tmp_path / "pytest.log", "w") as log:
-        run = subprocess.Popen([sys.executable, "-m", "pytest", *SLOW_TESTS, "-n", "2", "-p", "no:cacheprovider",
+        run = subprocess.Popen([sys.executable, "-m", "pytest", *SLOW_TESTS, "-m", "slow", "-n", "2", "-p", "no:cacheprovider",
                                 f"--basetemp={tmp_path / 'run'}"], cwd=REPO, env=env, stdout=log,
                                stderr=subprocess.STDOUT)
 

@@ -180,6 +180,7 @@ def test_body_exception_ends_the_run_failed_with_its_message(store: str, client:
 
 @pytest.mark.parametrize(("outcome", "status"),
                          [("kl_failure", "FAILED"), ("diverged:kl_growth", "FAILED"), ("pruned", "KILLED")])
+@pytest.mark.slow
 def test_set_outcome_is_the_final_tag(store: str, client: Any, outcome: str, status: str) -> None:
     with make_tracker(make_cfg(store)) as tracker:
         tracker.log_metrics({"kl": 3.2}, step=4)

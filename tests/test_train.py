@@ -36,6 +36,7 @@ def make_trainer(tmp_path, *overrides):
     return build_run(load_run(cfg), make_tracker(cfg))
 
 
+@pytest.mark.slow
 def test_first_update_has_ratio_one_and_kl_zero(tmp_path):
     trainer = make_trainer(tmp_path, "task_mix=env_only", "kl=fixed", "kl.coef=0.1")
     metrics, nonfinite = trainer.train_step(0)
@@ -171,6 +172,7 @@ def test_ground_truth_reaches_the_scorer_through_the_training_path(tmp_path):
     assert rewards[1] < rewards[0] and rewards[3] < rewards[2]
 
 
+@pytest.mark.slow
 def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
     result = run(tiny_config(tmp_path, "task_mix=env_only", "steps=6", "optimizer.lr=1.0",
                              "optimizer.warmup_steps=0", "kl.max=1.0", "kl.max_steps_above=1"))
@@ -180,6 +182,7 @@ def test_absurd_learning_rate_ends_as_kl_failure(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "sgd"])  # fused AdamW skips on the device, SGD on the host
+@pytest.mark.slow
 def test_injected_nan_ends_as_nan_failure(tmp_path, capsys, optimizer):
     cfg = tiny_config(tmp_path, "steps=6", "guards.max_nonfinite_steps=2", f"optimizer={optimizer}")
     trainer = build_run(load_run(cfg), make_tracker(cfg))
@@ -216,6 +219,7 @@ def test_an_update_that_breaks_the_weights_ends_as_nan_failure_with_the_last_fin
      "grpo.num_minibatches=2", "grpo.micro_batch_size=2", "grpo.reward_norm.enabled=true",
      "kl.sync_every=1", "sampling.top_k=20", "sampling.top_p=0.9"],
 ])
+@pytest.mark.slow
 def test_group_overrides_compose_and_run(tmp_path, overrides):
     result = run(tiny_config(tmp_path, *overrides))
     assert result.outcome == "success" and result.steps == 2
@@ -243,6 +247,7 @@ def test_an_objective_metric_the_evaluation_does_not_log_fails_at_the_first_eval
     ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, the held-out "
                               "validation part has 300"),
 ])
+@pytest.mark.slow
 def test_invalid_values_fail_before_the_model_loads_with_one_line(tmp_path, override, key):
     """... and leave nothing: the run folder Hydra made before the check is removed, no MLflow store."""
     proc = subprocess.run([sys.executable, "-m", "rookworld.train", "experiment=quickstart", *override.split()],

@@ -31,6 +31,7 @@ def only_run(client):
     return runs[0]
 
 
+@pytest.mark.slow
 def test_a_run_logs_params_metrics_tags_and_artifacts(tmp_path, capsys):
     cfg, client = tracked(tmp_path, "eval.every=1", "kl=fixed")
     result = run(cfg)
@@ -81,6 +82,7 @@ def test_a_run_that_raises_is_tagged_failed_with_the_message(tmp_path):
     assert logged.info.status == "FAILED"
 
 
+@pytest.mark.slow
 def test_a_forced_resume_is_logged_on_the_run(tmp_path):
     run(tiny_config(tmp_path / "first", "task_mix=env_only", "steps=1", "checkpoint.every=1"))
     checkpoint = tmp_path / "first" / "checkpoints" / "step_000001"
