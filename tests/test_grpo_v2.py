@@ -260,9 +260,9 @@ def test_dynamic_sampling_fills_the_batch_with_groups_that_vary(tmp_path):
     trained = []
     original = trainer.learner.update
 
-    def recording(step, batch):
+    def recording(step, batch, *rest):
         trained.append(batch)
-        return original(step, batch)
+        return original(step, batch, *rest)
 
     trainer.learner.update = recording
     for step in range(2):

@@ -187,7 +187,7 @@ def test_the_baseline_comes_first_and_is_marked_in_the_study_and_mlflow(staged: 
     assert first.user_attrs[CONFIG_ATTR] == BASELINE and first.params == {}
     runs = mlflow_runs(staged.directory)
     baseline = [r for r in runs if r.data.tags.get("rookworld.baseline") == "true"]
-    assert baseline and all(r.data.tags["rookworld.app.config"] == BASELINE for r in baseline)
+    assert baseline and all(r.data.tags["rookworld.config"] == BASELINE for r in baseline)
     stages = {r.data.tags.get("rookworld.stage") for r in runs if r.data.tags.get("rookworld.role") == "trial"}
     assert stages == {"search", "race", "confirm"}
     parent = [r for r in runs if r.data.tags.get("rookworld.role") == "sweep_parent"]
