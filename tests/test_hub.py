@@ -128,7 +128,7 @@ def test_sharded_save_keeps_every_file_under_the_limit_and_loads_exactly(tmp_pat
 
     model, tokenizer = tiny_model
     limit = 600_000  # bytes: above the largest tensor (the embedding), below the whole model
-    save_pretrained(model, tokenizer, tmp_path, max_shard_bytes=limit)
+    save_pretrained(model, tokenizer, tmp_path, max_shard_mib=limit / 2**20)
     shards = sorted(tmp_path.glob("model-*-of-*.safetensors"))
     assert len(shards) >= 2 and not (tmp_path / "model.safetensors").exists()
     assert all(path.stat().st_size <= limit + 4096 for path in shards)  # + the safetensors header
@@ -143,7 +143,7 @@ def test_sharded_save_keeps_every_file_under_the_limit_and_loads_exactly(tmp_pat
 
 def test_a_missing_shard_is_named(tmp_path, tiny_model):
     model, tokenizer = tiny_model
-    save_pretrained(model, tokenizer, tmp_path, max_shard_bytes=600_000)
+    save_pretrained(model, tokenizer, tmp_path, max_shard_mib=600_000 / 2**20)
     first = sorted(tmp_path.glob("model-*-of-*.safetensors"))[0]
     first.unlink()
     with pytest.raises(ModelLoadError) as error:

@@ -61,7 +61,7 @@ start)
     nvidia-smi --query-gpu=timestamp,utilization.gpu,memory.used --format=csv,noheader,nounits -l 5 \
         > "$home/recipe_smi.csv" 2>&1 &
     MODEL=${MODEL:-rookworld/assets/rookworld_tiny} OUT=$recipe SEEDS=${SEEDS:-10 11 12 13 14} SLOTS=$slots \
-        LONG_STEPS=${LONG_STEPS-1600} VALIDATION=1 EVAL_ARGS="eval.score=chess" PLAY_ARGS="" GAMES=${GAMES:-1} \
+        LONG_STEPS=${LONG_STEPS-1600} VALIDATION=1 EVAL_ARGS="eval.score=chess" PLAY_ARGS=${PLAY_ARGS-} GAMES=${GAMES:-1} \
         ENGINE=$home/sf/stockfish setsid nohup bash tools/move_value_recipe.sh steps="${STEPS:-400}" eval.every=200 "$@" \
         > "$home/recipe.log" 2>&1 < /dev/null &
     sleep 5

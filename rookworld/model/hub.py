@@ -185,10 +185,10 @@ def read_tokenizer(directory: Path) -> ChessTokenizer:
 
 
 def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path,
-                    max_shard_bytes: int | None = None, dtype: torch.dtype | None = None) -> None:
+                    max_shard_mib: float | None = None, dtype: torch.dtype | None = None) -> None:
     """Write config.json, model.safetensors (Conv1D layout, `transformer.` names) and tokenizer.json;
     the folder loads with `load_pretrained` and with `transformers.GPT2LMHeadModel.from_pretrained`.
-    With `max_shard_bytes`, weights larger than that go into the hub's shards of at most that size each
+    With `max_shard_mib`, weights larger than that many MiB go into the hub's shards of at most that size each
     (model-0000i-of-0000n.safetensors and model.safetensors.index.json), e.g. to fit a file-size limit.
     With `dtype`, the weights are written in that dtype (the model itself is not changed)."""
     directory = Path(directory)
@@ -220,11 +220,11 @@ def save_pretrained(model: GPT, tokenizer: ChessTokenizer, directory: str | Path
         tensors[f"transformer.{name}"] = tensor.detach().to(device="cpu", dtype=dtype or tensor.dtype).contiguous()
     for stale in [directory / WEIGHTS, directory / WEIGHTS_INDEX, *directory.glob("model-*-of-*.safetensors")]:
         stale.unlink(missing_ok=True)  # an earlier save's weights never mix with these
-    if max_shard_bytes is None:
+    if max_shard_mib is None:
         safetensors.torch.save_file(tensors, str(directory / WEIGHTS), metadata={"format": "pt"})
     else:
         from huggingface_hub import save_torch_state_dict  # the hub's own shard layout and index
-        save_torch_state_dict(tensors, directory, max_shard_size=max_shard_bytes, metadata={"format": "pt"})
+        save_torch_state_dict(tensors, directory, max_shard_size=int(max_shard_mib * 2**20), metadata={"format": "pt"})
     tokenizer.save(directory)
 
 

@@ -413,7 +413,7 @@ class Trainer:
         directory = Path(c.dir) / f"step_{self.step:06d}"
         if weights_only:
             save_pretrained(self.policy, self.tokenizer, directory,
-                            max_shard_bytes=None if c.max_shard_mib is None else int(c.max_shard_mib * 2**20),
+                            max_shard_mib=c.max_shard_mib,
                             dtype=None if c.weights_dtype is None else getattr(torch, c.weights_dtype))
         else:
             save_pretrained(self.policy, self.tokenizer, directory)

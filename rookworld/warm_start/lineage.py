@@ -1,4 +1,4 @@
-"""A shipped model's lineage: one row per round in the model folder's lineage.json, rendered as a table in its
+"""A shipped model's lineage: one row per round (or GRPO run that shipped) in the model folder's lineage.json, rendered as a table in its
 README.md (the section "## Lineage", rewritten whole each time; the rest of the README is kept).
 
 Each row: the round, its self-play seed, the new and carried positions, the minutes, the documents seen, the
@@ -51,7 +51,8 @@ def read_lineage(folder: str | Path) -> list[dict]:
 
 
 def used_seeds(rows: list[dict]) -> set[int]:
-    return {row["seed"] for row in rows if row.get("seed") is not None}
+    """The self-play seeds of the rounds (a GRPO row's seed is its run's, not self-play's)."""
+    return {row["seed"] for row in rows if row.get("seed") is not None and row.get("method") != "GRPO"}
 
 
 def render_table(rows: list[dict]) -> str:
@@ -92,10 +93,10 @@ def write_model_card(folder: str | Path, readme: str, rows: list[dict], command:
     command = portable_command(command)
     (folder / LINEAGE_FILE).write_text(json.dumps(rows, indent=1) + "\n")
     kept = readme.split(f"\n{SECTION}\n")[0].rstrip()
-    section = (f"{SECTION}\n\nOne row per warm-start round (rookworld/warm_start/round.py); row 0 is the model before "
-               f"its first round. Test metrics: the whole self-play test part, greedy, in % (win-probability loss "
+    section = (f"{SECTION}\n\nOne row per warm-start round (rookworld/warm_start/round.py) or GRPO run that shipped "
+               f"(tools/recipe_ship.py); row 0 is the model before its first round. Test metrics: the whole self-play test part, greedy, in % (win-probability loss "
                f"in win probability), each ± its standard error; validation score: the chess score the round's "
-               f"paired test decided on. The last round's command:\n\n    {command}\n\n{render_table(rows)}\n")
+               f"paired test decided on. The last row's command:\n\n    {command}\n\n{render_table(rows)}\n")
     (folder / "README.md").write_text(f"{kept}\n\n{section}")
 
 

@@ -251,7 +251,7 @@ def write_model(candidate_dir: Path, model_dir: Path, max_shard_mib: float) -> N
     model, tokenizer = load_pretrained(str(candidate_dir), dtype=torch.bfloat16)
     if model_dir.exists():
         shutil.rmtree(model_dir)
-    save_pretrained(model, tokenizer, model_dir, max_shard_bytes=int(max_shard_mib * MIB))
+    save_pretrained(model, tokenizer, model_dir, max_shard_mib=max_shard_mib)
     if (candidate_dir / "sft_metrics.json").is_file():
         shutil.copy(candidate_dir / "sft_metrics.json", model_dir / "sft_metrics.json")
     shutil.rmtree(candidate_dir)
