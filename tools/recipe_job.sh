@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The slots measurement and the move-value recipe table in one time-limited GPU job of several calls, run on the
 # GPU machine in the repository root (no network); what the job brings lies under .device/job/: .whl/-style wheels
-# are read from .whl/, the Stockfish binary as xz parts stockfish.xz.NN (they may arrive in different calls).
+# are read from .whl/, the Stockfish binary as xz parts stockfish.xz.NN, there or in .device/partK/ (a later call can carry those alone).
 #   bash tools/recipe_job.sh start [OVERRIDES]   install the wheels, copy the code to /tmp/job/code, measure 1, 2, 4
 #                                                and 8 runs at once (tools/slots_bench.sh), start the recipe
 #                                                (tools/move_value_recipe.sh) detached with the best of them as
@@ -13,7 +13,7 @@
 # Every stage writes $OUT/progress.tar.xz (the logs and tables so far) and $OUT/scores.tar.xz (per-problem scores).
 # Runs under .device/job/done/ (an earlier job's, with their evaluations) are not run again. SLOTS set: no measurement.
 # Settings: SEEDS (10 11 12 13 14), STEPS (400), LONG_STEPS (1600), COUNTS (1 2 4 8), MODEL (the shipped model),
-# ENGINE_PARTS (3: how many stockfish.xz.NN parts make the binary), SLOT_STEPS (60) and SLOT_ARGS (overrides) of the
+# ENGINE_PARTS (2: how many stockfish.xz.NN parts make the binary), SLOT_STEPS (60) and SLOT_ARGS (overrides) of the
 # slots measurement.
 set -euo pipefail
 stage=$1; shift
@@ -23,8 +23,8 @@ OUT=${OUT:-/tmp/out}
 mkdir -p "$home/sf" "$OUT"
 recipe=$home/recipe
 join_engine() {  # the whole binary once every part has come
-    cp -n "$carry"/stockfish.xz.* "$home/sf/" 2> /dev/null || true
-    if [ ! -x "$home/sf/stockfish" ] && [ "$(ls "$home"/sf/stockfish.xz.* 2> /dev/null | wc -l)" -ge "${ENGINE_PARTS:-3}" ]; then
+    cp -n "$carry"/stockfish.xz.* "$carry"/../part*/stockfish.xz.* "$home/sf/" 2> /dev/null || true
+    if [ ! -x "$home/sf/stockfish" ] && [ "$(ls "$home"/sf/stockfish.xz.* 2> /dev/null | wc -l)" -ge "${ENGINE_PARTS:-2}" ]; then
         cat "$home"/sf/stockfish.xz.* | xz -dc > "$home/sf/stockfish.tmp" && chmod +x "$home/sf/stockfish.tmp"
         mv "$home/sf/stockfish.tmp" "$home/sf/stockfish" && echo "== Stockfish ready"
     fi
