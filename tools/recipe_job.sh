@@ -22,17 +22,9 @@ home=/tmp/job carry=$PWD/.device/job
 OUT=${OUT:-/tmp/out}
 mkdir -p "$home/sf" "$OUT"
 recipe=$home/recipe
-join_engine() {  # the whole binary once every part has come
-    cp -n "$carry"/stockfish.xz.* "$carry"/../part*/stockfish.xz.* "$home/sf/" 2> /dev/null || true
-    if [ ! -x "$home/sf/stockfish" ] && [ "$(ls "$home"/sf/stockfish.xz.* 2> /dev/null | wc -l)" -ge "${ENGINE_PARTS:-2}" ]; then
-        cat "$home"/sf/stockfish.xz.* | xz -dc > "$home/sf/stockfish.tmp" && chmod +x "$home/sf/stockfish.tmp"
-        mv "$home/sf/stockfish.tmp" "$home/sf/stockfish" && echo "== Stockfish ready"
-    fi
-}
+source "$(dirname "$0")/job_lib.sh"
+join() { join_engine "$home/sf" "${ENGINE_PARTS:-2}" "$carry" "$carry"/../part*; }  # the binary once every part has come
 running() { pgrep -f tools/move_value_recipe.sh > /dev/null; }
-wait_for() {  # up to $1 seconds, less if the recipe has ended
-    for _ in $(seq 1 "$1"); do running || { echo "== the recipe is not running"; break; }; sleep 1; done
-}
 pack() {
     (cd "$home" && tar cJf "$OUT/progress.tar.xz" --exclude='*_scores.json' --exclude='model' --exclude='checkpoints' \
         --exclude='hydra*' --exclude='cache' slots recipe recipe.log 2> /dev/null) || true
@@ -45,7 +37,7 @@ cd_code() { cd "$home/code" && { [ -n "${WHEELS_INSTALLED:-}" ] || source tools/
 case $stage in
 start)
     rm -rf "$home/code" && mkdir -p "$home/code" && cp -r rookworld conf tools sweeps pyproject.toml .whl "$home/code/"
-    join_engine
+    join
     cd_code
     nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
     mkdir -p "$recipe" && cp -rn "$carry"/done/* "$recipe/" 2> /dev/null || true  # runs an earlier job finished
@@ -65,15 +57,15 @@ start)
         ENGINE=$home/sf/stockfish setsid nohup bash tools/move_value_recipe.sh steps="${STEPS:-400}" eval.every=200 "$@" \
         > "$home/recipe.log" 2>&1 < /dev/null &
     sleep 5
-    wait_for $((${WAIT_S:-540} - ($(date +%s) - began)))
+    wait_while_running tools/move_value_recipe.sh $((${WAIT_S:-540} - ($(date +%s) - began)))
     ;;
 wait)
-    join_engine
-    wait_for "$1"
+    join
+    wait_while_running tools/move_value_recipe.sh "$1"
     ;;
 collect)  # [SECONDS]: at most that long (then the runs still going are stopped), else until the end
-    join_engine
-    for _ in $(seq 1 "${1:-100000}"); do running || break; sleep 1; done
+    join
+    wait_while_running tools/move_value_recipe.sh "${1:-100000}"
     if running; then echo "== stopping the runs still going"; pkill -f tools/move_value_recipe.sh; pkill -f rookworld; fi
     pack  # what the runs made comes back even if the pick fails
     cd_code

@@ -16,17 +16,12 @@ stage=$1; shift
 home=/tmp/round carry=$PWD/.device/round
 export PYTHONPATH=$home/code:/tmp/site PYTHONUNBUFFERED=1
 mkdir -p "$home/carry" "$home/sf"
+source "$(dirname "$0")/job_lib.sh"
 take_positions() {
     for group in "$carry"/positions-*; do
         [ -d "$group" ] && cp -n "$group"/* "$home/carry/" 2>/dev/null || true
     done
     echo "carried positions: $(ls "$home/carry" | wc -l) files"
-}
-wait_while_running() {  # up to $1 seconds, less if the round has ended
-    for _ in $(seq 1 "$1"); do
-        pgrep -f rookworld.warm_start.round > /dev/null || { echo "the round is not running"; break; }
-        sleep 1
-    done
 }
 progress() {
     grep -v "self-play positions" "$home/round.log" | tail -n "${1:-12}" || true
@@ -36,7 +31,7 @@ case $stage in
 setup)
     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
         "$carry"/wheels/*.whl
-    cp "$carry"/stockfish.xz.00 "$home/sf/"
+    join_engine "$home/sf" 2 "$carry"  # the first half of Stockfish now, the second with start
     rm -rf "$home/code" && mkdir -p "$home/code" && cp -r rookworld conf "$home/code/"
     nvidia-smi --query-gpu=name,memory.used,utilization.gpu --format=csv
     if [ "${BENCH:-0}" = 1 ]; then
@@ -44,8 +39,8 @@ setup)
     fi
     ;;
 start)
-    cp "$carry"/stockfish.xz.01 "$home/sf/"
-    cat "$home"/sf/stockfish.xz.* | xz -dc > "$home/sf/stockfish" && chmod +x "$home/sf/stockfish"
+    join_engine "$home/sf" 2 "$carry"
+    [ -x "$home/sf/stockfish" ] || { echo "round_job: Stockfish has not come whole (stockfish.xz.00 and .01)" >&2; exit 1; }
     echo quit | "$home/sf/stockfish" || true
     take_positions
     if [ -n "${SELFPLAY_BENCH:-}" ] && ! (cd "$home/code" && timeout 150 python3 -m rookworld.bench.selfplay_speed \
@@ -64,16 +59,16 @@ start)
         "round.carry=[$home/carry]" round.out="$home/out" hydra.run.dir="$home/hydra" "$@" \
         > "$home/round.log" 2>&1 < /dev/null &)
     sleep 5
-    wait_while_running "${WAIT_S:-500}"
+    wait_while_running rookworld.warm_start.round "${WAIT_S:-500}"
     progress
     ;;
 wait)
     take_positions
-    wait_while_running "$1"
+    wait_while_running rookworld.warm_start.round "$1"
     progress
     ;;
 collect)
-    wait_while_running "${COLLECT_WAIT_S:-400}"
+    wait_while_running rookworld.warm_start.round "${COLLECT_WAIT_S:-400}"
     progress 40
     # at most 8 files come back: the weight shards whole, everything else in two archives
     if ls "$home"/out/model/model*.safetensors > /dev/null 2>&1; then
