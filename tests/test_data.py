@@ -14,6 +14,7 @@ import chess
 import pytest
 from omegaconf import OmegaConf
 
+from rookworld import final_pool
 from rookworld.commands import annotate
 from rookworld.commands.load_time import load_files_uncached, start_arbiter_stream_uncached
 from rookworld.data.records import HELD_OUT_SPLITS, position_key, read_jsonl
@@ -186,6 +187,34 @@ def test_arbiter_training_stream_has_the_configured_case_shares() -> None:
     train_keys = {position_key(r["fen"]) for r in read_jsonl(BUNDLED["policy_train"])}
     assert all(t.history[-1] == t.move and len(t.history) <= 10 for t in draws)
     assert sum(position_key(t.fen) in train_keys for t in draws) > len(draws) // 3  # walks start there
+
+
+def test_the_arbiter_stream_leaves_out_held_out_positions_and_is_unchanged_without_them() -> None:
+    """A random walk may reach a held-out or final-pool position: excluding() drops those training positions and
+    pooled transitions, and a stream none of whose positions are excluded deals the same problems."""
+    cfg = OmegaConf.merge(OmegaConf.load(CONF / "data" / "bundled.yaml"),
+                          {"arbiter_pool_size": 8, "arbiter_pool_walks": 400})
+    plain, untouched = load_arbiter_problems("train", cfg), load_arbiter_problems("train", cfg).excluding(frozenset())
+    assert [plain[i] for i in range(60)] == [untouched[i] for i in range(60)]
+    planted = frozenset({position_key(plain.positions[0][0]), position_key(plain.pools["checkmate"][0][0])})
+    stream = load_arbiter_problems("train", cfg).excluding(planted)
+    assert len(stream.positions) < len(plain.positions) and len(stream.pools["checkmate"]) < len(plain.pools["checkmate"])
+    assert not any(position_key(stream.transition(i)[0]) in planted for i in range(300))
+    with pytest.raises(ValueError, match="needs a training position outside the held-out parts"):
+        load_arbiter_problems("train", cfg).excluding(frozenset(position_key(f) for f, _ in plain.positions))
+
+
+def test_a_run_trains_on_no_a_position_of_either_held_out_part_or_the_final_pool() -> None:
+    from rookworld.app.config import compose, load_run
+    from rookworld.run.build import heldout_keys, make_sampler
+
+    spec = load_run(compose(["experiment=quickstart", "data.arbiter_pool_size=8", "data.arbiter_pool_walks=400"]))
+    keys = heldout_keys(spec.data)
+    test_fen = load_policy_problems("test", spec.data.as_mapping())[0].truth.fen
+    assert position_key(test_fen) in keys and keys >= final_pool.position_keys()
+    stream = make_sampler(spec).problems["A"]
+    assert not any(position_key(fen) in keys for fen, _ in stream.positions)
+    assert not any(position_key(t[0]) in keys for pool in stream.pools.values() for t in pool)
 
 
 def test_arbiter_training_stream_is_seeded_and_configurable() -> None:

@@ -190,10 +190,10 @@ def test_no_supervised_a_document_starts_from_a_final_pool_position():
     """The supervised stream's exclusion holds every final-pool position whatever the data (the bundled default
     names no final pool): its A: cases give no document from the final A: part's positions."""
     from rookworld.data.documents import ArbiterCases
-    from rookworld.sft.loop import heldout_keys
+    from rookworld.run.build import heldout_keys
 
     spec = load_sft(compose(["device=cpu"], "sft"))
-    exclude = heldout_keys(spec)
+    exclude = heldout_keys(spec.data)
     assert final_pool.position_keys() <= exclude
     boards = [chess.Board(row["fen"]) for _, row in iter_jsonl(ARBITER)][:100]
     cases = ArbiterCases(dict(spec.sft.arbiter_cases), exclude)

@@ -35,6 +35,7 @@ import chess
 
 from rookworld.data.move_cases import (CASES, ILLEGAL_KINDS, RARE_CASES, biased_random_move, illegal_moves,
                                        legal_move_case, rare_moves, recent_history, with_seventyfive_clock)
+from rookworld.data.records import position_key
 from rookworld.tasks.arbiter import MAX_HISTORY, arbiter_problem, arbiter_truth, history_with_move
 from rookworld.tasks.problem import Problem
 
@@ -96,6 +97,24 @@ class ArbiterStream:
         self._ranks: list[int] = []  # _ranks[i]: how many draws before i dealt from the same pool
         self._dealt: dict[str, int] = {}
         self._shuffles: dict[tuple[str, int], list[int]] = {}
+
+    def excluding(self, keys: frozenset[str]) -> ArbiterStream:
+        """This stream without the positions whose key (records.position_key) is in `keys`: the training
+        positions of on-the-fly cases and the pooled transitions starting there (the held-out parts' and the final
+        pool's positions, which a random walk may reach). Unchanged, item for item, when none of them is there."""
+        positions = tuple(p for p in self.positions if position_key(p[0]) not in keys)
+        if not positions:
+            raise ValueError("A: training needs a training position outside the held-out parts and the final pool")
+        if len(positions) < len(self.positions):
+            self.positions = positions
+        for name, pool in self.pools.items():
+            kept = [t for t in pool if position_key(t[0]) not in keys]
+            if len(kept) < len(pool):
+                if not kept:
+                    raise ValueError(f"data.arbiter_cases: every pooled {name} move starts at a held-out or "
+                                     "final-pool position: raise data.arbiter_pool_walks")
+                self.pools[name] = kept
+        return self
 
     def __getitem__(self, index: int) -> Problem:
         fen, history, move = self.transition(index)

@@ -9,10 +9,12 @@ from functools import partial
 
 import torch
 
-from rookworld.data.arbiter_stream import case_counts
+from rookworld import final_pool
+from rookworld.data.arbiter_stream import ArbiterStream, case_counts
 from rookworld.stats.blocks import game_blocks
 from rookworld.data.move_cases import move_case
 from rookworld.data.positions import ProblemSampler, load_arbiter_problems, load_policy_problems
+from rookworld.data.records import HELD_OUT_SPLITS, position_key
 from rookworld.grpo.learner import Learner, UpdateSettings
 from rookworld.model.hub import load_model
 from rookworld.run.resume import resume_point
@@ -105,6 +107,13 @@ def _threads(count: int) -> str:
     return "1 thread" if count == 1 else f"{count} threads"
 
 
+def heldout_keys(data: Data) -> frozenset[str]:
+    """The position keys of both held-out parts of `data` and of the final pool: no training problem or document
+    is made from them."""
+    return frozenset(position_key(p.truth.fen) for split in HELD_OUT_SPLITS for part in heldout_problems(split, data)
+                     for p in part) | final_pool.position_keys()
+
+
 def heldout_problems(split: str, data: Data) -> tuple[list, list]:
     """The held-out P: and A: problems of part `split` of `data`."""
     source = data.as_mapping()
@@ -157,7 +166,10 @@ def _first_of_each_case(problems: list, eval_spec: Eval) -> list:
 def make_sampler(spec: RunSpec) -> ProblemSampler:
     """Training problems of `spec.data`, drawn in the `spec.task_mix` shares."""
     source = spec.data.as_mapping()
-    return ProblemSampler(load_policy_problems("train", source), load_arbiter_problems("train", source),
+    arbiter = load_arbiter_problems("train", source)
+    if isinstance(arbiter, ArbiterStream):  # its random walks may reach a held-out or final-pool position
+        arbiter = arbiter.excluding(heldout_keys(spec.data))
+    return ProblemSampler(load_policy_problems("train", source), arbiter,
                           weights=spec.task_mix.weights(), seed=spec.seed, difficulty=spec.difficulty.build(spec.seed))
 
 

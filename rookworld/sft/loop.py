@@ -23,13 +23,11 @@ from typing import TYPE_CHECKING
 import torch
 from torch.utils.data import DataLoader
 
-from rookworld.run.build import eval_problems, heldout_problems, load_policy
+from rookworld.run.build import eval_problems, heldout_keys, heldout_problems, load_policy
 from rookworld.app.config import load_sft
 from rookworld.data.documents import IGNORE, ArbiterCases, TaskDocuments, collate, heldout_batches
 from rookworld.data.packing import PackedRows, batch_documents, collate_rows
 from rookworld.data.positions import load_policy_problems
-from rookworld.data.records import HELD_OUT_SPLITS, position_key
-from rookworld import final_pool
 from rookworld.sft import distributed
 from rookworld.judge.evaluate import evaluate
 from rookworld.app.hooks import run_link
@@ -74,18 +72,12 @@ def load_trainable(spec: SftSpec, device: torch.device):
     return core, tokenizer
 
 
-def heldout_keys(spec: SftSpec) -> set[str]:
-    """The position keys of both held-out parts and of the final pool: no training document is made from them."""
-    return {position_key(p.truth.fen) for split in HELD_OUT_SPLITS
-            for part in heldout_problems(split, spec.data) for p in part} | final_pool.position_keys()
-
-
 def training_stream(spec: SftSpec, tokenizer, policy_train: Sequence[Problem], first_stream: int,
                     exclude: set[str] | None = None):
     """The endless document stream (packed rows with sft.pack) and the collate function of its batches.
     `policy_train`: the P: positions, any sequence (a list, or a ShardPool that grows)."""
     s = spec.sft
-    cases = ArbiterCases(dict(s.arbiter_cases), heldout_keys(spec) if exclude is None else exclude,
+    cases = ArbiterCases(dict(s.arbiter_cases), heldout_keys(spec.data) if exclude is None else exclude,
                          s.arbiter_docs_per_position)
     stream = TaskDocuments(tokenizer, policy_train, cases, s.arbiter_fraction, s.seq_len, spec.seed,
                            first_stream=first_stream, loss_on=s.loss_on)
