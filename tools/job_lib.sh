@@ -1,4 +1,5 @@
 # Sourced by the GPU job scripts (tools/recipe_job.sh, tools/round_job.sh): what a job of several calls does alike.
+#   source tools/job_lib.sh && join_engine /tmp/job/sf 2 .device/job .device/part1 && wait_while_running rookworld 60
 #   join_engine SF_DIR PARTS DIR...   copy the Stockfish parts stockfish.xz.NN found in each DIR into SF_DIR; once
 #                                     PARTS of them are there, join them into the binary SF_DIR/stockfish
 #   wait_while_running PATTERN SECONDS   up to SECONDS, less once no process's command line matches PATTERN
