@@ -102,11 +102,9 @@ class ArbiterStream:
         """This stream without the positions whose key (records.position_key) is in `keys`: the training
         positions of on-the-fly cases and the pooled transitions starting there (the held-out parts' and the final
         pool's positions, which a random walk may reach). Unchanged, item for item, when none of them is there."""
-        positions = tuple(p for p in self.positions if position_key(p[0]) not in keys)
-        if not positions:
+        self.positions = tuple(p for p in self.positions if position_key(p[0]) not in keys)
+        if not self.positions:
             raise ValueError("A: training needs a training position outside the held-out parts and the final pool")
-        if len(positions) < len(self.positions):
-            self.positions = positions
         for name, pool in self.pools.items():
             kept = [t for t in pool if position_key(t[0]) not in keys]
             if len(kept) < len(pool):
