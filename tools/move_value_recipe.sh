@@ -56,7 +56,9 @@ one_run() {  # NAME SEED REWARD [overrides]: GRPO from the warm start, then its 
         tracking=none time_limit_min=null checkpoint.save_final=true checkpoint.weights_only=true checkpoint.weights_dtype=bfloat16 \
         checkpoint.max_shard_mib=15 checkpoint.dir="$run/checkpoints" hydra.run.dir="$run/hydra" "$@" \
         > "$run/train.log" 2>&1 || { echo "$run: training failed (its train.log)"; return 1; }
-    rm -rf "$run/model" && mv "$(ls -d "$run"/checkpoints/step_* | tail -n 1)" "$run/model"
+    local final; final=$(ls -d "$run"/checkpoints/step_* 2> /dev/null | tail -n 1)
+    [ -n "$final" ] || { echo "$run: no final model ($(grep -m 1 '^outcome:' "$run/train.log"))"; return 1; }
+    rm -rf "$run/model" && mv "$final" "$run/model"
     evaluate "$run/model" "$run" && echo "$run: done ($(date +%T))"
 }
 echo "== GRPO, seeds $SEEDS, move_value and graduated${LONG_STEPS:+ and move_value at $LONG_STEPS steps}, on GPUs" \
