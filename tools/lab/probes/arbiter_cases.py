@@ -19,7 +19,7 @@ from hydra import compose, initialize_config_dir
 
 import rookworld.app.config  # noqa: F401  (registers the ${rookworld.asset:} resolver)
 from rookworld.run.build import load_policy
-from rookworld.app.config import build
+from rookworld.app.config import build, load_run
 from rookworld.data.positions import BUNDLED, load_arbiter_problems
 from rookworld.data.records import read_jsonl
 from rookworld.model.fast_sampling import make_decoder
@@ -56,10 +56,10 @@ def main():
     with initialize_config_dir(config_dir=CONF_DIR):
         cfg = compose("config", overrides=["experiment=quickstart", "tracking=none", *args.overrides])
     torch.manual_seed(cfg.seed)
-    policy, tokenizer = load_policy(cfg.model, torch.device("cpu"))
+    policy, tokenizer = load_policy(load_run(cfg).model, torch.device("cpu"))
     problems = load_arbiter_problems("validation", cfg.data)[: args.problems]
     cases = [row["case"] for row in read_jsonl(BUNDLED["arbiter_validation"])][: args.problems]
-    decoder, caps, reward = make_decoder(policy, check_every=16), dict(cfg.sampling.max_new_tokens), build(cfg.reward)
+    decoder, caps, reward = make_decoder(policy, check_every=16), dict(cfg.sampling.max_new_tokens), build(cfg.reward).build()
 
     def scored(problem, completion):
         scores = score_heldout(problem, completion)
