@@ -49,6 +49,7 @@ def test_a_model_that_ships_replaces_the_weights_and_adds_its_grpo_row(tmp_path,
     assert (rows[1]["seed"], rows[1]["reward"], rows[1]["steps"]) == (12, "move_value", 1600)
     assert rows[1]["test"]["eval/P/best_move"][0] == 0.22 and rows[1]["validation_baseline"] == 0.876
     assert lineage.used_seeds(rows) == {3}  # a GRPO run's seed is not a self-play seed
+    assert lineage.next_round(rows) == 4  # nor is its row a round: the next round after it is round 4
     card = (into / "README.md").read_text()
     assert "Kept text." in card and "| GRPO (move_value, 1600 steps, from round 3) | 12 |" in card
     assert "reward=move_value seed=12 steps=1600" in card

@@ -244,7 +244,7 @@ def test_an_objective_metric_the_evaluation_does_not_log_fails_at_the_first_eval
     ("steps=abc", "steps='abc': expected an integer"),
     ("kl=fixed kl.kind=adaptive", "kl.kind='adaptive': the kl option is fixed"),
     ("objective.metric=score", "objective.metric='score': must name an evaluation metric"),
-    ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.4: 600 of eval.num_arbiter=1500 asked, the held-out "
+    ("eval.num_arbiter=1500", "eval.arbiter_cases.illegal=0.7: 1050 of eval.num_arbiter=1500 asked, the held-out "
                               "validation part has 300"),
 ])
 @pytest.mark.slow

@@ -55,6 +55,11 @@ def used_seeds(rows: list[dict]) -> set[int]:
     return {row["seed"] for row in rows if row.get("seed") is not None and row.get("method") != "GRPO"}
 
 
+def next_round(rows: list[dict]) -> int:
+    """The number of the next warm-start round (a GRPO row, named for its run, counts none)."""
+    return 1 + max((row["round"] for row in rows if row.get("method") != "GRPO"), default=0)
+
+
 def render_table(rows: list[dict]) -> str:
     header = ["round", "seed", "new positions", "carried", "minutes", "documents", "validation score"]
     header += [column for column, *_ in TEST_COLUMNS]

@@ -116,7 +116,7 @@ def run(cfg: DictConfig) -> dict:
     print(decision.line(), flush=True)
     test = evaluate_pair(spec, candidate_dir, "test", device)
 
-    row = {"round": (rows[-1]["round"] + 1) if rows else 1, "seed": r.seed, "new_positions": new_positions,
+    row = {"round": lineage.next_round(rows), "seed": r.seed, "new_positions": new_positions,
            "carried_positions": carried, "minutes": trained.get("sft/minutes"),
            "documents": trained.get("sft/documents"), "steps": trained.get("sft/steps"),
            "validation_score": decision.candidate, "validation_baseline": decision.baseline,
