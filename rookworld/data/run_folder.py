@@ -15,6 +15,7 @@ import lzma
 import multiprocessing
 import os
 import signal
+import threading
 from collections import deque
 from contextlib import contextmanager
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -85,18 +86,31 @@ def engine_pool(workers: int, initializer: Callable, initargs: tuple) -> Iterato
     parent's alone: the workers, and the engines they start, ignore SIGINT, which a terminal sends to the
     whole process group. However the block ends (done, a break, a stop), work still queued is cancelled and
     the work in progress awaited."""
-    # spawn, not fork: a forked child would inherit the parent's engine threads half-way
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("spawn"),
-                               initializer=_start_ignoring_sigint, initargs=(initializer, initargs))
+    pool = ProcessPoolExecutor(workers, mp_context=_SigintIgnoringSpawn(), initializer=initializer, initargs=initargs)
     try:
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _start_ignoring_sigint(initializer: Callable, initargs: tuple) -> None:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the engine processes the worker starts
-    initializer(*initargs)
+class _SigintIgnoringProcess(multiprocessing.context.SpawnProcess):
+    """A spawned process that ignores SIGINT from its first instruction: the disposition is set while it is
+    started, survives the exec, and Python installs no KeyboardInterrupt handler over an ignored SIGINT.
+    (Set in the worker's initializer instead, a Ctrl-C during the worker's imports printed a traceback.)"""
+
+    def start(self) -> None:
+        if threading.current_thread() is not threading.main_thread():  # signal.signal works only there
+            return super().start()
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ignores it for the fork's moment
+        try:
+            super().start()
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+class _SigintIgnoringSpawn(multiprocessing.context.SpawnContext):
+    # spawn, not fork: a forked child would inherit the parent's engine threads half-way
+    Process = _SigintIgnoringProcess
 
 
 def in_order(pool: ProcessPoolExecutor, work: Callable, items: Iterable[Item],
