@@ -94,18 +94,23 @@ def engine_pool(workers: int, initializer: Callable, initargs: tuple) -> Iterato
 
 
 class _SigintIgnoringProcess(multiprocessing.context.SpawnProcess):
-    """A spawned process that ignores SIGINT from its first instruction: the disposition is set while it is
-    started, survives the exec, and Python installs no KeyboardInterrupt handler over an ignored SIGINT.
-    (Set in the worker's initializer instead, a Ctrl-C during the worker's imports printed a traceback.)"""
+    """A spawned process that ignores SIGINT from its first instruction: started from the main thread, the
+    disposition is set while it is started, survives the exec, and Python installs no KeyboardInterrupt
+    handler over an ignored SIGINT (set only once the worker ran, a Ctrl-C during its imports printed a
+    traceback); started from another thread, where signal.signal cannot be called, from its run() on."""
 
     def start(self) -> None:
-        if threading.current_thread() is not threading.main_thread():  # signal.signal works only there
+        if threading.current_thread() is not threading.main_thread():
             return super().start()
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent ignores it for the fork's moment
         try:
             super().start()
         finally:
             signal.signal(signal.SIGINT, previous)
+
+    def run(self) -> None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # inherited by the engine processes the worker starts
+        super().run()
 
 
 class _SigintIgnoringSpawn(multiprocessing.context.SpawnContext):
