@@ -117,7 +117,7 @@ def test_an_existing_experiment_without_the_ui_tags_gets_them(tmp_path: Path) ->
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(tracking_uri=uri)
     made_elsewhere = client.create_experiment("rookworld", tags={VIEW_TAG: "a view the user saved"})
-    settings = TrackingSettings("mlflow", uri, "rookworld", None, None, 1.0, 500, 5.0)
+    settings = TrackingSettings("mlflow", uri, "rookworld", None, None, 1.0, 500, 5.0, None)
     assert get_or_create_experiment(client, settings) == made_elsewhere
     tags = client.get_experiment(made_elsewhere).tags
     assert tags[EXPERIMENT_KIND_TAG] == MODEL_TRAINING_KIND

@@ -78,11 +78,32 @@ def _tokenizer(model_yaml: str) -> ChessTokenizer:
     return model_tokenizer(spec_of(Model, OmegaConf.to_container(OmegaConf.create(model_yaml)), "model"))
 
 
-@lru_cache(maxsize=16)
 def _longest(model_yaml: str, data_yaml: str, arbiter_draws: int) -> tuple[tuple[str, int], ...]:
+    """Every preset of one model and data shares the fixed problems' longest and a prefix of the A: stream's."""
+    _tokenizer(model_yaml)  # a model whose tokenizer cannot be read fails before any data loads
+    stream = _stream_tokens(model_yaml, data_yaml, arbiter_draws)[:arbiter_draws]
+    return tuple((task, max([longest, *(stream if task == "A" else [])]))
+                 for task, longest in _fixed_longest(model_yaml, data_yaml))
+
+
+@lru_cache(maxsize=16)
+def _fixed_longest(model_yaml: str, data_yaml: str) -> tuple[tuple[str, int], ...]:
+    """The longest completion of each task over its problems outside the A: training stream."""
     tokenizer = _tokenizer(model_yaml)
-    problems_by_task = run_problems(OmegaConf.create(data_yaml), arbiter_draws)
+    problems_by_task = run_problems(OmegaConf.create(data_yaml), 0)
     return tuple((task, max(completion_tokens(tokenizer, problems))) for task, problems in problems_by_task.items())
+
+
+_STREAM_TOKENS: dict[tuple[str, str], list[int]] = {}  # the first A: stream problems' completion tokens, grown on demand
+
+
+def _stream_tokens(model_yaml: str, data_yaml: str, drawn: int) -> list[int]:
+    tokens = _STREAM_TOKENS.setdefault((model_yaml, data_yaml), [])
+    if len(tokens) < drawn:
+        stream = load_arbiter_problems("train", OmegaConf.create(data_yaml))
+        more = stream[len(tokens):drawn] if isinstance(stream, list) else [stream[i] for i in range(len(tokens), drawn)]
+        tokens += completion_tokens(_tokenizer(model_yaml), more)
+    return tokens
 
 
 def longest_completions(cfg: DictConfig) -> dict[str, int]:

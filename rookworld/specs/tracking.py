@@ -31,6 +31,7 @@ class MLflowTracking:
     flush_interval_s: float
     param_value_max: int
     connect_timeout_s: float
+    sqlite_template: str | None  # where the migrated empty sqlite store is kept (rookworld/tracking/sqlite_template.py)
     summary_top_k: int
     run_link: dict[str, Any] | None  # where the run is filed: a factory by _target_ (rookworld/app/hooks.py)
 

@@ -26,6 +26,7 @@ class TrackingSettings:
     flush_interval_s: float
     param_value_max: int
     connect_timeout_s: float
+    sqlite_template: str | None  # a new sqlite store is copied from an empty one kept here (None: migrated)
 
     @classmethod
     def from_config(cls, tracking: DictConfig, base_dir: str) -> TrackingSettings:
@@ -34,7 +35,7 @@ class TrackingSettings:
         if backend not in BACKENDS:
             raise ValueError(f"tracking.backend must be one of {BACKENDS}, got {backend!r}")
         if backend == "none":
-            return cls(backend, "", "", None, None, 0.0, 0, 0.0)
+            return cls(backend, "", "", None, None, 0.0, 0, 0.0, None)
         return cls(
             backend=backend,
             uri=resolve_uri(str(tracking.uri), base_dir),
@@ -44,6 +45,7 @@ class TrackingSettings:
             flush_interval_s=float(tracking.flush_interval_s),
             param_value_max=int(tracking.param_value_max),
             connect_timeout_s=float(tracking.connect_timeout_s),
+            sqlite_template=tracking.sqlite_template,
         )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from rookworld.tracking.params import one_line, sanitize_key
 from rookworld.tracking.settings import TrackingError, TrackingSettings
+from rookworld.tracking.sqlite_template import place_fresh_store
 from rookworld.tracking.ui import experiment_ui_tags
 
 if TYPE_CHECKING:
@@ -53,6 +54,7 @@ def open_store(settings: TrackingSettings) -> MlflowClient:
     # A fresh sqlite store announces its table creation on stderr (INFO): noise next to rookworld's one-line messages.
     logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
     try:
+        place_fresh_store(settings.uri, settings.sqlite_template)
         client = MlflowClient(tracking_uri=settings.uri)
         client.search_experiments(max_results=1)
     except Exception as exc:
