@@ -68,9 +68,15 @@ def run_problems(data: DictConfig, drawn: int) -> dict[str, list[Problem]]:
     policy = load_policy_problems("train", data) + [p for split in HELD_OUT_SPLITS
                                                    for p in load_policy_problems(split, data)]
     arbiter = [p for split in HELD_OUT_SPLITS for p in load_arbiter_problems(split, data)]
+    return {"P": policy, "A": arbiter + stream_problems(data, 0, drawn)}
+
+
+def stream_problems(data: DictConfig, start: int, stop: int) -> list[Problem]:
+    """Problems start..stop-1 of the A: training stream on `data` (none read when the range is empty)."""
+    if stop <= start:
+        return []
     stream = load_arbiter_problems("train", data)
-    arbiter += stream[:drawn] if isinstance(stream, list) else [stream[i] for i in range(drawn)]
-    return {"P": policy, "A": arbiter}
+    return stream[start:stop] if isinstance(stream, list) else [stream[i] for i in range(start, stop)]
 
 
 @lru_cache(maxsize=4)
@@ -99,10 +105,8 @@ _STREAM_TOKENS: dict[tuple[str, str], list[int]] = {}  # the first A: stream pro
 
 def _stream_tokens(model_yaml: str, data_yaml: str, drawn: int) -> list[int]:
     tokens = _STREAM_TOKENS.setdefault((model_yaml, data_yaml), [])
-    if len(tokens) < drawn:
-        stream = load_arbiter_problems("train", OmegaConf.create(data_yaml))
-        more = stream[len(tokens):drawn] if isinstance(stream, list) else [stream[i] for i in range(len(tokens), drawn)]
-        tokens += completion_tokens(_tokenizer(model_yaml), more)
+    more = stream_problems(OmegaConf.create(data_yaml), len(tokens), drawn)
+    tokens += completion_tokens(_tokenizer(model_yaml), more) if more else []
     return tokens
 
 

@@ -16,6 +16,9 @@ class TrackingError(RuntimeError):
     """A tracking store that cannot be used; the message is one line."""
 
 
+SQLITE = "sqlite:///"  # the URI prefix of a sqlite store: a file path follows
+
+
 @dataclass(frozen=True)
 class TrackingSettings:
     backend: str
@@ -51,7 +54,7 @@ class TrackingSettings:
 
 def resolve_uri(uri: str, base_dir: str) -> str:
     """Make a relative `sqlite:///file.db` absolute (against `base_dir`); other URIs unchanged."""
-    prefix = "sqlite:///"
+    prefix = SQLITE
     if not uri.startswith(prefix) or uri == prefix + ":memory:":
         return uri
     path = uri[len(prefix) :]

@@ -12,7 +12,7 @@ import tempfile
 import time
 from pathlib import Path
 
-SQLITE = "sqlite:///"
+from rookworld.tracking.settings import SQLITE
 
 
 def place_fresh_store(uri: str, template_dir: str | None) -> None:

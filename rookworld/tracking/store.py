@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from rookworld.tracking.params import one_line, sanitize_key
-from rookworld.tracking.settings import TrackingError, TrackingSettings
+from rookworld.tracking.settings import SQLITE, TrackingError, TrackingSettings
 from rookworld.tracking.sqlite_template import place_fresh_store
 from rookworld.tracking.ui import experiment_ui_tags
 
@@ -20,9 +20,9 @@ log = logging.getLogger(__name__)
 
 def default_artifact_location(uri: str, experiment: str) -> str | None:
     """For a sqlite store, artifacts go next to the database: `<db dir>/mlruns/<experiment>`."""
-    if not uri.startswith("sqlite:///"):
+    if not uri.startswith(SQLITE):
         return None
-    db_dir = Path(uri[len("sqlite:///") :]).parent
+    db_dir = Path(uri[len(SQLITE) :]).parent
     return (db_dir / "mlruns" / sanitize_key(experiment).replace("/", "_")).as_uri()
 
 
