@@ -24,7 +24,7 @@ from rookworld.sweep.staged.stage_report import study_stage_report
 from rookworld.sweep.storage.storage_url import storage_file
 from rookworld.sweep.storage.study import default_storage, open_study
 from rookworld.sweep.report.summary import fetch_study_runs, summarise_study, summary_dict, summary_markdown
-from rookworld.tracking import TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment
+from rookworld.tracking import SQLITE, TRACKING_CONFIG, TrackingError, TrackingSettings, find_experiment
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     tracking = OmegaConf.load(TRACKING_CONFIG).tracking
@@ -51,7 +51,7 @@ def load_runs(args: argparse.Namespace, base_dir: str) -> list | None:
     tracking = OmegaConf.load(TRACKING_CONFIG).tracking
     tracking.uri, tracking.experiment = args.tracking_uri, args.experiment
     settings = TrackingSettings.from_config(tracking, base_dir)
-    store = storage_file(settings.uri, base_dir) if settings.uri.startswith("sqlite:///") else None
+    store = storage_file(settings.uri, base_dir) if settings.uri.startswith(SQLITE) else None
     if store is not None and not store.exists():  # opening it would create an empty store
         raise TrackingError(f"--tracking-uri {args.tracking_uri}: no MLflow store at {store}")
     found = find_experiment(settings)

@@ -10,7 +10,7 @@ Tracking knows nothing of sweeps: a sweep trial passes its placement (rookworld.
 """
 from rookworld.tracking.params import (MAX_PARAMS_TAGS_PER_BATCH, MAX_TAG_LENGTH, flatten_config, git_state,
                                        one_line, overrides_tag, sanitize_key, table_columns, truncate_params)
-from rookworld.tracking.settings import (BACKENDS, CONF_DIR, TRACKING_CONFIG, TrackingError, TrackingSettings,
+from rookworld.tracking.settings import (BACKENDS, CONF_DIR, SQLITE, TRACKING_CONFIG, TrackingError, TrackingSettings,
                                          absolute_path, hydra_base_dir, resolve_uri)
 from rookworld.tracking.store import (check_reachable, default_artifact_location, find_experiment,
                                       get_or_create_experiment, open_store)
@@ -21,6 +21,7 @@ from rookworld.tracking.writer import FlushStats, MetricWriter
 from rookworld.outcomes import OUTCOMES
 
 __all__ = [
+    "SQLITE",
     "MAX_PARAMS_TAGS_PER_BATCH", "MAX_TAG_LENGTH", "flatten_config", "git_state", "one_line", "overrides_tag",
     "sanitize_key", "table_columns", "truncate_params",
     "BACKENDS", "CONF_DIR", "TRACKING_CONFIG", "TrackingError", "TrackingSettings", "absolute_path",

@@ -54,13 +54,12 @@ class TrackingSettings:
 
 def resolve_uri(uri: str, base_dir: str) -> str:
     """Make a relative `sqlite:///file.db` absolute (against `base_dir`); other URIs unchanged."""
-    prefix = SQLITE
-    if not uri.startswith(prefix) or uri == prefix + ":memory:":
+    if not uri.startswith(SQLITE) or uri == SQLITE + ":memory:":
         return uri
-    path = uri[len(prefix) :]
+    path = uri[len(SQLITE) :]
     if Path(path).is_absolute():
         return uri
-    return prefix + str(Path(base_dir, path).resolve())
+    return SQLITE + str(Path(base_dir, path).resolve())
 
 
 def absolute_path(path: str, base: str | None) -> Path:

@@ -12,12 +12,11 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from rookworld.specs.sweep import TIMEOUT_KNOBS, DbTimeouts
-from rookworld.tracking import CONF_DIR, absolute_path, resolve_uri
+from rookworld.tracking import CONF_DIR, SQLITE, absolute_path, resolve_uri
 
 SWEEPER_CONFIG = CONF_DIR / "hydra" / "sweeper" / "rookworld_optuna.yaml"
 
 JOURNAL_PREFIX = "journal:"
-SQLITE_PREFIX = "sqlite:///"
 POSTGRES_DRIVER = "psycopg2"  # `pip install 'rookworld[postgresql]'` (psycopg2-binary)
 _PASSWORD = re.compile(r"^(?P<head>[\w+.-]+://[^:/@]*:)(?P<password>.*)@(?=[^@]*$)")  # up to the last @
 MASK = "***"
@@ -28,7 +27,7 @@ def storage_file(url: str, base_dir: str) -> Path | None:
     if url.startswith(JOURNAL_PREFIX):
         return absolute_path(url[len(JOURNAL_PREFIX) :], base_dir)
     url = resolve_uri(url, base_dir)
-    return Path(url[len(SQLITE_PREFIX) :]) if url.startswith(SQLITE_PREFIX) else None
+    return Path(url[len(SQLITE) :]) if url.startswith(SQLITE) else None
 
 
 def is_database(url: str) -> bool:

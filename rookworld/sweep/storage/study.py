@@ -24,13 +24,13 @@ from omegaconf import OmegaConf
 from sqlalchemy.exc import SQLAlchemyError
 
 from rookworld.specs.rules import ConfigError
-from rookworld.tracking import CONF_DIR, one_line
+from rookworld.tracking import CONF_DIR, SQLITE, one_line
 from rookworld.sweep.storage.clock import StorageClock
 from rookworld.sweep.storage.host import host_id, process_alive, process_start
 from rookworld.sweep.storage.journal import SafeJournalBackend
 from rookworld.sweep.storage.lock import StorageFault, storage_lock
 from rookworld.sweep.storage.periodic import Periodic
-from rookworld.sweep.storage.storage_url import JOURNAL_PREFIX, SQLITE_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
+from rookworld.sweep.storage.storage_url import JOURNAL_PREFIX, DbTimeouts, database_url, default_timeouts, masked, redacted, storage_file
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def open_storage(url: str, base_dir: str, timeouts: DbTimeouts) -> BaseStorage:
         with storage_lock(url, base_dir, "schema", timeouts):  # fresh databases: one process creates the tables
             if path is not None:
                 timeout = {"connect_args": {"timeout": _SQLITE_LOCK_TIMEOUT_S}}
-                return RDBStorage(f"{SQLITE_PREFIX}{path}", engine_kwargs=timeout)
+                return RDBStorage(f"{SQLITE}{path}", engine_kwargs=timeout)
             return RDBStorage(database_url(url), engine_kwargs={"connect_args": timeouts.connect_args()})
     except ModuleNotFoundError as error:
         raise MissingDriverError(f"the database driver module {error.name!r} is not installed (for PostgreSQL: "
